@@ -1,0 +1,1 @@
+"""The broker: routes requests by palace to worker processes and supervises them."""

@@ -1,0 +1,14 @@
+"""trusty-memory: a local memory daemon for coding agents.
+
+The package is assembled from the repository's actor folders (see ``pyproject.toml``):
+``trusty_memory`` itself holds what every actor shares (the wire protocol, names, config,
+logging, the CLI); ``.broker``, ``.workers``, ``.client`` (and ``.dreamer``) hold one kind
+of process each.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("trusty-memory")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0"

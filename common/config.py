@@ -1,0 +1,153 @@
+"""Where things live and how big things may get.
+
+Settings come from ``$TRUSTY_MEMORY_HOME/config.toml`` (all optional) with environment
+variables on top, so a test or an ops script can point a whole daemon somewhere else by
+setting ``TRUSTY_MEMORY_HOME`` alone. Every actor builds its ``Config`` the same way, which
+is how a worker spawned by the broker finds the same sockets and files as its parent.
+
+Example ``config.toml``::
+
+    [broker]
+    frontend = "ipc:///run/user/1000/trusty-memory/front.sock"   # or tcp://127.0.0.1:7601
+    request_timeout_s = 30
+
+    [palace]
+    idle_stop_s = 600
+    max_text_bytes = 65536
+
+    [embedder]
+    pool_size = 1
+    model = "minilm"          # "deterministic-test" only in fast unit tests
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+APP = "trusty-memory"
+
+
+def default_home() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP, appauthor=False))
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    frontend: str = ""  # empty: ipc socket in the runtime dir
+    backend: str = ""
+    request_timeout_s: float = 30.0
+    heartbeat_s: float = 1.0
+    # A worker silent for this long is presumed dead (its process is killed and restarted).
+    worker_expiry_s: float = 60.0
+    restart_backoff_max_s: float = 10.0
+    max_queue: int = 10_000
+
+
+@dataclass(frozen=True)
+class PalaceSettings:
+    idle_stop_s: float = 600.0
+    max_text_bytes: int = 64 * 1024
+    max_top_k: int = 1000
+    index_save_every: int = 2000  # writes between index snapshots
+    ef_search: int = 64
+    ef_construction: int = 200
+    hnsw_m: int = 16
+    batch_max: int = 256  # requests drained from the socket per loop turn
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    pool_size: int = 1
+    model: str = "minilm"
+    batch_max: int = 128
+    cache_entries: int = 20_000
+    threads: int = 0  # 0: let torch decide
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    run_dir: Path
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    palace: PalaceSettings = field(default_factory=PalaceSettings)
+    embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
+
+    @property
+    def palaces_dir(self) -> Path:
+        return self.home / "palaces"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def frontend(self) -> str:
+        return self.broker.frontend or f"ipc://{self.run_dir / 'front.sock'}"
+
+    @property
+    def backend(self) -> str:
+        return self.broker.backend or f"ipc://{self.run_dir / 'back.sock'}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / "daemon.pid"
+
+    @property
+    def start_lock(self) -> Path:
+        return self.run_dir / "start.lock"
+
+    def palace_dir(self, name: str) -> Path:
+        """The directory of a palace; ``name`` must already be validated."""
+        return self.palaces_dir / name
+
+    def ensure_dirs(self) -> None:
+        self.palaces_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, stat.S_IRWXU)
+
+
+def _section(cls: type, raw: dict[str, Any], env_prefix: str) -> Any:
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name in raw:
+            values[f.name] = raw[f.name]
+        env = os.environ.get(f"{env_prefix}{f.name.upper()}")
+        if env is not None:
+            values[f.name] = env
+    inst = cls()
+    typed = {k: type(getattr(inst, k))(v) for k, v in values.items()}
+    return replace(inst, **typed)
+
+
+def _run_dir(home: Path) -> Path:
+    explicit = os.environ.get("TRUSTY_MEMORY_RUN_DIR")
+    if explicit:
+        return Path(explicit)
+    # A custom home gets its own runtime dir, so two homes never share a daemon.
+    if "TRUSTY_MEMORY_HOME" not in os.environ and os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / APP
+    return home / "run"
+
+
+def load_config() -> Config:
+    """Read the config file and environment. Cheap: no directories are created."""
+    home = Path(os.environ.get("TRUSTY_MEMORY_HOME") or default_home()).expanduser()
+    raw: dict[str, Any] = {}
+    path = home / "config.toml"
+    if path.exists():
+        raw = tomllib.loads(path.read_text())
+    return Config(
+        home=home,
+        run_dir=_run_dir(home),
+        broker=_section(BrokerSettings, raw.get("broker", {}), "TRUSTY_MEMORY_BROKER_"),
+        palace=_section(PalaceSettings, raw.get("palace", {}), "TRUSTY_MEMORY_PALACE_"),
+        embedder=_section(EmbedderSettings, raw.get("embedder", {}), "TRUSTY_MEMORY_EMBEDDER_"),
+    )

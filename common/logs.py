@@ -1,0 +1,58 @@
+"""Logging for every actor: structlog to stderr, never stdout.
+
+stdout belongs to MCP in ``serve`` mode, so nothing here ever writes to it. Output is JSON
+lines when stderr is not a terminal (a daemon's log file, a CI run) and coloured console
+lines when it is. ``TRUSTY_MEMORY_LOG`` sets the level; ``RUST_LOG`` is honoured too, so a
+drop-in for the Rust ``trusty-memory serve`` keeps working with its users' environments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import structlog
+
+_LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "off": logging.CRITICAL + 10,
+}
+
+
+def _level_from_env(default: str) -> int:
+    spec = os.environ.get("TRUSTY_MEMORY_LOG") or os.environ.get("RUST_LOG") or default
+    # RUST_LOG may look like "info,trusty_memory=debug": take the most verbose level named.
+    levels = []
+    for part in spec.split(","):
+        name = part.rsplit("=", 1)[-1].strip().lower()
+        if name in _LEVELS:
+            levels.append(_LEVELS[name])
+    return min(levels) if levels else _LEVELS[default]
+
+
+def setup_logging(actor: str, default_level: str = "warn") -> structlog.stdlib.BoundLogger:
+    """Configure structlog for this process and return a logger bound to ``actor``."""
+    level = _level_from_env(default_level)
+    renderer: structlog.typing.Processor
+    if sys.stderr.isatty():
+        renderer = structlog.dev.ConsoleRenderer()
+    else:
+        renderer = structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    return structlog.get_logger().bind(actor=actor, pid=os.getpid())

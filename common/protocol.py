@@ -1,0 +1,404 @@
+"""The one wire protocol every trusty-memory actor speaks.
+
+Front ends, the CLI, the Python client, palace workers, embedders and the dreamer all
+exchange the same Engram-style envelope, encoded as MessagePack by msgspec:
+
+    request:  {id, method, palace?, params, timeout_ms?}
+    response: {id, ok, data, error: {code, message}?}
+
+Two sockets carry it, both on the broker (the ZeroMQ guide's Majordomo shape):
+
+* **frontend** (ROUTER): clients connect a DEALER and send one frame, the encoded
+  ``Request``; the reply is one frame, the encoded ``Response``.
+* **backend** (ROUTER): workers connect a DEALER. Every frame list starts with a one-byte
+  command (``W_READY``, ``W_REQUEST``, ``W_REPLY``, ``W_HEARTBEAT``, ``W_DISCONNECT``).
+  ``W_REQUEST`` and ``W_REPLY`` carry the client's routing identity so the broker can
+  relay without decoding the payload, and ``W_REPLY`` carries the request id as its own
+  frame so the broker can settle its bookkeeping without decoding the response.
+
+Everything that crosses a process boundary is decoded into a typed ``msgspec.Struct``;
+a frame that fails to decode gets an error reply naming the cause (or, if it cannot even
+be answered, a log line) and never takes a process down.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from typing import Any, TypeVar
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+# Backend commands: the first frame of every worker <-> broker message.
+W_READY = b"\x01"
+W_REQUEST = b"\x02"
+W_REPLY = b"\x03"
+W_HEARTBEAT = b"\x04"
+W_DISCONNECT = b"\x05"
+W_COMMANDS = {W_READY, W_REQUEST, W_REPLY, W_HEARTBEAT, W_DISCONNECT}
+
+EMBEDDER_SERVICE = "embedder"
+PALACE_SERVICE_PREFIX = "palace:"
+
+
+def palace_service(palace: str) -> str:
+    """The routing-table key of a palace's workers."""
+    return PALACE_SERVICE_PREFIX + palace
+
+
+class ErrorCode(enum.IntEnum):
+    """Numeric error codes, grouped by family (the thousands digit).
+
+    The message that goes with a code always names the cause; the MCP front end maps
+    every code onto JSON-RPC ``-32603`` as the contract requires, keeping the message.
+    """
+
+    # 1xxx validation: the caller sent something we will not accept.
+    INVALID_PARAMS = 1001
+    INVALID_PALACE_NAME = 1002
+    TEXT_TOO_LARGE = 1003
+    MALFORMED_FRAME = 1004
+    UNKNOWN_METHOD = 1005
+    # 2xxx not found.
+    PALACE_NOT_FOUND = 2001
+    DRAWER_NOT_FOUND = 2002
+    # 3xxx conflict.
+    PALACE_EXISTS = 3001
+    # 4xxx storage: SQLite or the vector index failed.
+    STORAGE_ERROR = 4001
+    INDEX_ERROR = 4002
+    # 5xxx embedder.
+    EMBEDDER_UNAVAILABLE = 5001
+    EMBEDDING_FAILED = 5002
+    # 6xxx dispatch: routing, deadlines, crashed workers.
+    TIMEOUT = 6001
+    WORKER_CRASHED = 6002
+    NO_WORKER = 6003
+    SHUTTING_DOWN = 6004
+    # 7xxx overload.
+    OVERLOADED = 7001
+
+    @property
+    def family(self) -> str:
+        return _FAMILIES[self.value // 1000]
+
+
+_FAMILIES = {
+    1: "validation",
+    2: "not found",
+    3: "conflict",
+    4: "storage",
+    5: "embedder",
+    6: "dispatch",
+    7: "overload",
+}
+
+
+class ErrorInfo(msgspec.Struct, frozen=True):
+    code: int
+    message: str
+
+
+class Request(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A call to a method. ``params`` stays raw MessagePack until the handler that owns
+    the method decodes it into that method's params Struct, so the broker can route a
+    request without paying to decode its body."""
+
+    id: str
+    method: str
+    palace: str | None = None
+    params: msgspec.Raw = msgspec.Raw(b"\x80")  # an empty map
+    timeout_ms: int | None = None
+
+
+class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: str
+    ok: bool
+    data: Any = None
+    error: ErrorInfo | None = None
+
+
+class Ready(msgspec.Struct, kw_only=True):
+    """A worker announcing itself on the backend socket."""
+
+    service: str
+    role: str = "writer"
+    pid: int = 0
+    protocol: int = PROTOCOL_VERSION
+
+
+class TrustyError(Exception):
+    """An error that travels: raised anywhere, it becomes ``Response.error``."""
+
+    def __init__(self, code: ErrorCode | int, message: str) -> None:
+        self.code = ErrorCode(code)
+        self.message = message
+        super().__init__(f"[{int(self.code)}] {message}")
+
+    def info(self) -> ErrorInfo:
+        return ErrorInfo(code=int(self.code), message=self.message)
+
+    @classmethod
+    def from_info(cls, info: ErrorInfo) -> TrustyError:
+        try:
+            code = ErrorCode(info.code)
+        except ValueError:
+            code = ErrorCode.MALFORMED_FRAME
+        return cls(code, info.message)
+
+
+# ---------------------------------------------------------------------------
+# Method parameters. One Struct per method; unknown fields are ignored so newer
+# clients can talk to older workers, wrong types are validation errors.
+
+
+class PalaceParams(msgspec.Struct, kw_only=True):
+    """Methods that need nothing beyond the palace named in the envelope."""
+
+
+class PalaceCreateParams(msgspec.Struct, kw_only=True):
+    name: str
+    description: str | None = None
+
+
+class RememberParams(msgspec.Struct, kw_only=True):
+    text: str
+    room: str | None = None
+    tags: list[str] = []
+    importance: float = 0.5
+    # Chosen by the caller so that a retried remember is idempotent.
+    drawer_id: str | None = None
+    created_at: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class RecallParams(msgspec.Struct, kw_only=True):
+    query: str
+    top_k: int = 10
+    room: str | None = None
+    tag: str | None = None
+
+
+class ListParams(msgspec.Struct, kw_only=True):
+    room: str | None = None
+    tag: str | None = None
+    limit: int = 50
+
+
+class ForgetParams(msgspec.Struct, kw_only=True):
+    drawer_id: str
+
+
+class KgAssertParams(msgspec.Struct, kw_only=True):
+    subject: str
+    predicate: str
+    object: str
+    confidence: float = 1.0
+    provenance: str | None = None
+
+
+class KgQueryParams(msgspec.Struct, kw_only=True):
+    subject: str
+
+
+class EmbedParams(msgspec.Struct, kw_only=True):
+    texts: list[str]
+
+
+# ---------------------------------------------------------------------------
+# Results. Field names are the contract's where the contract names them.
+
+
+class StoredResult(msgspec.Struct, kw_only=True):
+    drawer_id: str
+    palace: str
+    status: str  # always "stored", as the contract says
+
+
+class RecallHit(msgspec.Struct, kw_only=True):
+    drawer_id: str
+    content: str
+    score: float
+    layer: int
+    tags: list[str]
+    importance: float
+    room: str = "General"
+    created_at: str = ""
+
+
+class RecallResult(msgspec.Struct, kw_only=True):
+    palace: str
+    query: str
+    results: list[RecallHit]
+
+
+class DrawerSummary(msgspec.Struct, kw_only=True):
+    drawer_id: str
+    content: str
+    importance: float
+    tags: list[str]
+    created_at: str
+    room: str = "General"
+
+
+class ListResult(msgspec.Struct, kw_only=True):
+    palace: str
+    drawers: list[DrawerSummary]
+
+
+class ForgetResult(msgspec.Struct, kw_only=True):
+    status: str
+    drawer_id: str
+    palace: str
+
+
+class Triple(msgspec.Struct, kw_only=True):
+    subject: str
+    predicate: str
+    object: str
+    valid_from: str
+    valid_to: str | None
+    confidence: float
+    provenance: str | None
+
+
+class KgQueryResult(msgspec.Struct, kw_only=True):
+    subject: str
+    triples: list[Triple]
+
+
+class PalaceInfo(msgspec.Struct, kw_only=True):
+    id: str
+    name: str
+    drawer_count: int
+    data_dir: str
+    description: str | None = None
+    triple_count: int = 0
+    last_seq: int = 0
+    index_count: int = 0
+
+
+class EmbedResult(msgspec.Struct, kw_only=True):
+    # Row-major float32 bytes, len(texts) x dim: compact and zero-copy into numpy.
+    vectors: bytes
+    dim: int
+
+
+# Methods, by who answers them.
+BROKER_METHODS = frozenset({"ping", "status", "palace_list", "palace_create"})
+PALACE_WRITE_METHODS = frozenset({"memory_remember", "memory_forget", "kg_assert"})
+PALACE_READ_METHODS = frozenset(
+    {"memory_recall", "memory_recall_deep", "memory_list", "kg_query", "palace_info", "noop"}
+)
+PALACE_METHODS = PALACE_WRITE_METHODS | PALACE_READ_METHODS
+EMBEDDER_METHODS = frozenset({"embed"})
+
+PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
+    "palace_create": PalaceCreateParams,
+    "memory_remember": RememberParams,
+    "memory_recall": RecallParams,
+    "memory_recall_deep": RecallParams,
+    "memory_list": ListParams,
+    "memory_forget": ForgetParams,
+    "kg_assert": KgAssertParams,
+    "kg_query": KgQueryParams,
+    "palace_info": PalaceParams,
+    "noop": PalaceParams,
+    "embed": EmbedParams,
+}
+
+
+# ---------------------------------------------------------------------------
+# Encoding helpers.
+
+_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(Request)
+_response_decoder = msgspec.msgpack.Decoder(Response)
+_ready_decoder = msgspec.msgpack.Decoder(Ready)
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def encode(obj: Any) -> bytes:
+    return _encoder.encode(obj)
+
+
+def encode_request(
+    method: str,
+    params: Any = None,
+    *,
+    palace: str | None = None,
+    id: str | None = None,
+    timeout_ms: int | None = None,
+) -> tuple[str, bytes]:
+    """Build and encode a request; returns ``(id, frame)``."""
+    rid = id or new_id()
+    raw = msgspec.Raw(_encoder.encode(params if params is not None else {}))
+    req = Request(id=rid, method=method, palace=palace, params=raw, timeout_ms=timeout_ms)
+    return rid, _encoder.encode(req)
+
+
+def decode_request(frame: bytes) -> Request:
+    try:
+        return _request_decoder.decode(frame)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TrustyError(ErrorCode.MALFORMED_FRAME, f"malformed request frame: {exc}") from exc
+
+
+def decode_response(frame: bytes) -> Response:
+    try:
+        return _response_decoder.decode(frame)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TrustyError(ErrorCode.MALFORMED_FRAME, f"malformed response frame: {exc}") from exc
+
+
+def decode_ready(frame: bytes) -> Ready:
+    try:
+        return _ready_decoder.decode(frame)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TrustyError(ErrorCode.MALFORMED_FRAME, f"malformed READY frame: {exc}") from exc
+
+
+def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = None) -> S:
+    """Decode a request's params into the Struct for ``method``.
+
+    Wrong types and missing fields become ``INVALID_PARAMS`` with msgspec's message,
+    which names the offending field (e.g. ``Expected `str`, got `int` - at `$.text```).
+    """
+    target = cls or PARAMS_FOR_METHOD.get(method)
+    if target is None:
+        raise TrustyError(ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
+    try:
+        return msgspec.msgpack.decode(bytes(raw) if isinstance(raw, msgspec.Raw) else raw, type=target)
+    except msgspec.ValidationError as exc:
+        raise TrustyError(ErrorCode.INVALID_PARAMS, f"{method}: invalid params: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise TrustyError(ErrorCode.MALFORMED_FRAME, f"{method}: undecodable params: {exc}") from exc
+
+
+def ok_response(rid: str, data: Any) -> bytes:
+    return _encoder.encode(Response(id=rid, ok=True, data=data))
+
+
+def error_response(rid: str, code: ErrorCode | int, message: str) -> bytes:
+    return _encoder.encode(
+        Response(id=rid, ok=False, error=ErrorInfo(code=int(code), message=message))
+    )
+
+
+def unwrap(resp: Response) -> Any:
+    """The data of a successful response, or the ``TrustyError`` it carries."""
+    if resp.ok:
+        return resp.data
+    raise TrustyError.from_info(resp.error or ErrorInfo(code=6003, message="empty error"))
+
+
+def convert(data: Any, cls: type[S]) -> S:
+    """Turn decoded response data into a typed result."""
+    return msgspec.convert(data, cls)

@@ -1,0 +1,1 @@
+"""Worker processes: palace workers (one SQLite file + vector index each) and embedders."""
