@@ -77,6 +77,7 @@ class ErrorCode(enum.IntEnum):
     WORKER_CRASHED = 6002
     NO_WORKER = 6003
     SHUTTING_DOWN = 6004
+    INTERNAL = 6005
     # 7xxx overload.
     OVERLOADED = 7001
 
@@ -375,11 +376,15 @@ def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = N
     if target is None:
         raise TrustyError(ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
     try:
-        return msgspec.msgpack.decode(bytes(raw) if isinstance(raw, msgspec.Raw) else raw, type=target)
+        return msgspec.msgpack.decode(
+            bytes(raw) if isinstance(raw, msgspec.Raw) else raw, type=target
+        )
     except msgspec.ValidationError as exc:
         raise TrustyError(ErrorCode.INVALID_PARAMS, f"{method}: invalid params: {exc}") from exc
     except msgspec.DecodeError as exc:
-        raise TrustyError(ErrorCode.MALFORMED_FRAME, f"{method}: undecodable params: {exc}") from exc
+        raise TrustyError(
+            ErrorCode.MALFORMED_FRAME, f"{method}: undecodable params: {exc}"
+        ) from exc
 
 
 def ok_response(rid: str, data: Any) -> bytes:

@@ -1,0 +1,390 @@
+"""The broker: one ``mediate()`` loop between clients and workers.
+
+Modelled on the ZeroMQ guide's Majordomo broker. Clients (MCP front ends, the CLI, the
+Python client, palace workers asking for embeddings, the dreamer) talk to the frontend
+ROUTER; workers talk to the backend ROUTER. Each loop turn drains both sockets, then does
+housekeeping: reap and restart crashed workers, expire request deadlines, heartbeat, and
+stop palaces that have been idle too long.
+
+Routing is by service: ``embedder`` for ``embed``, ``palace:<name>`` for palace methods.
+A service holds a list of workers so a palace can have one writer plus readers; writes
+always go to the writer. Requests for a service with no live worker wait in the service's
+queue (bounded) while the supervisor starts one. Every request the broker accepts is
+answered exactly once: by a worker, by a timeout error at its deadline, or by an error
+when its worker crashes twice in a row while holding it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import zmq
+from trusty_memory import __version__
+from trusty_memory import protocol as p
+from trusty_memory.broker.palaces import PalaceRegistry
+from trusty_memory.broker.supervisor import Supervisor
+from trusty_memory.config import Config
+from trusty_memory.names import validate_palace_name
+
+TICK_S = 0.05
+MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported
+
+
+@dataclass
+class Pending:
+    """A request accepted from a client and not answered yet."""
+
+    client: bytes
+    rid: str
+    frame: bytes
+    method: str
+    deadline: float
+    write: bool
+    attempts: int = 0
+
+
+@dataclass
+class WorkerRec:
+    identity: bytes
+    service: str
+    role: str
+    pid: int
+    last_seen: float
+    inflight: dict[tuple[bytes, str], Pending] = field(default_factory=dict)
+
+
+@dataclass
+class Service:
+    name: str
+    workers: list[WorkerRec] = field(default_factory=list)
+    queue: deque[Pending] = field(default_factory=deque)
+    last_used: float = field(default_factory=time.monotonic)
+
+    def pick(self, write: bool) -> WorkerRec | None:
+        candidates = [w for w in self.workers if not write or w.role in ("writer", "embedder")]
+        return min(candidates, key=lambda w: len(w.inflight), default=None)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.queue) or any(w.inflight for w in self.workers)
+
+
+class Broker:
+    def __init__(self, config: Config, log) -> None:
+        self.config = config
+        self.log = log
+        self.ctx = zmq.Context.instance()
+        self.frontend = self.ctx.socket(zmq.ROUTER)
+        self.backend = self.ctx.socket(zmq.ROUTER)
+        for sock, endpoint in ((self.frontend, config.frontend), (self.backend, config.backend)):
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            sock.bind(endpoint)
+        self.poller = zmq.Poller()
+        self.poller.register(self.frontend, zmq.POLLIN)
+        self.poller.register(self.backend, zmq.POLLIN)
+        self.services: dict[str, Service] = {}
+        self.workers: dict[bytes, WorkerRec] = {}
+        self.inflight: dict[tuple[bytes, str], tuple[Pending, WorkerRec]] = {}
+        self.palaces = PalaceRegistry(config)
+        self.supervisor = Supervisor(config, log)
+        self.started = time.monotonic()
+        self.last_heartbeat = 0.0
+        self.running = True
+
+    # -- the loop ----------------------------------------------------------------
+
+    def mediate(self) -> None:
+        for slot in range(self.config.embedder.pool_size):
+            self.supervisor.ensure(p.EMBEDDER_SERVICE, slot)
+        while self.running:
+            events = dict(self.poller.poll(int(TICK_S * 1000)))
+            if self.backend in events:
+                self._drain(self.backend, self.on_worker_message)
+            if self.frontend in events:
+                self._drain(self.frontend, self.on_client_message)
+            self.housekeeping()
+        self.stop_workers()
+
+    def _drain(self, sock: zmq.Socket, handler) -> None:
+        for _ in range(1000):  # bounded, so neither socket starves the other
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                handler(frames)
+            except Exception as exc:  # a bad message must never kill the broker
+                self.log.exception("message handling failed", error=repr(exc))
+
+    # -- clients -----------------------------------------------------------------
+
+    def on_client_message(self, frames: list[bytes]) -> None:
+        if len(frames) == 3 and frames[1] == b"":  # a REQ socket's delimiter
+            frames = [frames[0], frames[2]]
+        if len(frames) != 2:
+            self.log.warning("dropped client message with bad framing", frames=len(frames))
+            return
+        client, frame = frames
+        try:
+            req = p.decode_request(frame)
+        except p.TrustyError as exc:
+            self.reply(client, p.error_response("", exc.code, exc.message))
+            return
+        try:
+            self.route(client, req, frame)
+        except p.TrustyError as exc:
+            self.reply(client, p.error_response(req.id, exc.code, exc.message))
+
+    def route(self, client: bytes, req: p.Request, frame: bytes) -> None:
+        method = req.method
+        if method in p.BROKER_METHODS:
+            self.reply(client, p.ok_response(req.id, self.broker_method(req)))
+        elif method in p.EMBEDDER_METHODS:
+            self.dispatch(p.EMBEDDER_SERVICE, client, req, frame, write=False)
+        elif method in p.PALACE_METHODS:
+            if req.palace is None:
+                raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"{method}: missing 'palace'")
+            name = validate_palace_name(req.palace)
+            if not self.palaces.exists(name):
+                raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
+            write = method in p.PALACE_WRITE_METHODS
+            self.dispatch(p.palace_service(name), client, req, frame, write=write)
+        else:
+            raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
+
+    def dispatch(self, name: str, client: bytes, req: p.Request, frame: bytes, write: bool):
+        timeout = (
+            (req.timeout_ms / 1000) if req.timeout_ms else self.config.broker.request_timeout_s
+        )
+        pending = Pending(client, req.id, frame, req.method, time.monotonic() + timeout, write)
+        service = self.service(name)
+        service.last_used = time.monotonic()
+        worker = service.pick(write)
+        if worker is not None and not service.queue:
+            self.send_to_worker(worker, pending)
+            return
+        if len(service.queue) >= self.config.broker.max_queue:
+            raise p.TrustyError(
+                p.ErrorCode.OVERLOADED, f"{name}: {len(service.queue)} requests queued; try later"
+            )
+        service.queue.append(pending)
+        if name != p.EMBEDDER_SERVICE:
+            self.supervisor.ensure(name)
+
+    def service(self, name: str) -> Service:
+        if name not in self.services:
+            self.services[name] = Service(name)
+        return self.services[name]
+
+    def send_to_worker(self, worker: WorkerRec, pending: Pending) -> None:
+        pending.attempts += 1
+        key = (pending.client, pending.rid)
+        worker.inflight[key] = pending
+        self.inflight[key] = (pending, worker)
+        self.backend.send_multipart([worker.identity, p.W_REQUEST, pending.client, pending.frame])
+
+    def reply(self, client: bytes, frame: bytes) -> None:
+        try:
+            self.frontend.send_multipart([client, frame], zmq.NOBLOCK)
+        except zmq.ZMQError as exc:  # the client went away; nothing to do
+            self.log.debug("reply undeliverable", error=str(exc))
+
+    def broker_method(self, req: p.Request):
+        if req.method == "ping":
+            return {"pong": True, "pid": os.getpid(), "version": __version__}
+        if req.method == "status":
+            return self.status()
+        if req.method == "palace_list":
+            return {"palaces": self.palaces.names()}
+        params = p.decode_params(req.method, req.params)  # palace_create
+        return self.palaces.create(params.name, params.description)
+
+    def status(self) -> dict:
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "home": str(self.config.home),
+            "frontend": self.config.frontend,
+            "services": [
+                {
+                    "name": s.name,
+                    "workers": [
+                        {"pid": w.pid, "role": w.role, "inflight": len(w.inflight)}
+                        for w in s.workers
+                    ],
+                    "queued": len(s.queue),
+                }
+                for s in self.services.values()
+            ],
+            "restarts": {
+                f"{c.service}#{c.slot}": c.starts - 1 for c in self.supervisor.children.values()
+            },
+        }
+
+    # -- workers -----------------------------------------------------------------
+
+    def on_worker_message(self, frames: list[bytes]) -> None:
+        if len(frames) < 2:
+            self.log.warning("dropped worker message with bad framing", frames=len(frames))
+            return
+        identity, command = frames[0], frames[1]
+        worker = self.workers.get(identity)
+        if worker is not None:
+            worker.last_seen = time.monotonic()
+        if command == p.W_READY and len(frames) == 3:
+            self.on_ready(identity, p.decode_ready(frames[2]))
+        elif worker is None:
+            # Majordomo: a worker we do not know must re-register.
+            self.backend.send_multipart([identity, p.W_DISCONNECT])
+        elif command == p.W_REPLY and len(frames) == 5:
+            self.on_reply(worker, frames[2], frames[3].decode(), frames[4])
+        elif command == p.W_HEARTBEAT:
+            pass
+        elif command == p.W_DISCONNECT:
+            self.remove_worker(worker, crashed=False)
+        else:
+            self.log.warning("unknown worker command", command=command[:1].hex())
+
+    def on_ready(self, identity: bytes, ready: p.Ready) -> None:
+        if identity in self.workers:
+            self.remove_worker(self.workers[identity], crashed=True)
+        service = self.service(ready.service)
+        if ready.role == "writer" and any(w.role == "writer" for w in service.workers):
+            self.log.warning("second writer refused", service=ready.service, pid=ready.pid)
+            self.backend.send_multipart([identity, p.W_DISCONNECT])
+            return
+        worker = WorkerRec(identity, ready.service, ready.role, ready.pid, time.monotonic())
+        self.workers[identity] = worker
+        service.workers.append(worker)
+        self.log.info("worker ready", service=ready.service, role=ready.role, worker_pid=ready.pid)
+        self.flush_queue(service)
+
+    def flush_queue(self, service: Service) -> None:
+        while service.queue:
+            worker = service.pick(service.queue[0].write)
+            if worker is None:
+                return
+            self.send_to_worker(worker, service.queue.popleft())
+
+    def on_reply(self, worker: WorkerRec, client: bytes, rid: str, frame: bytes) -> None:
+        key = (client, rid)
+        worker.inflight.pop(key, None)
+        if self.inflight.pop(key, None) is not None:
+            self.reply(client, frame)
+        # else: the request already timed out and was answered; drop the late reply
+
+    def remove_worker(self, worker: WorkerRec, crashed: bool) -> None:
+        """Forget a worker; give its unanswered requests another chance or an error."""
+        self.workers.pop(worker.identity, None)
+        service = self.service(worker.service)
+        if worker in service.workers:
+            service.workers.remove(worker)
+        for key, pending in reversed(list(worker.inflight.items())):
+            self.inflight.pop(key, None)
+            if pending.attempts >= MAX_ATTEMPTS:
+                message = (
+                    f"{worker.service} worker crashed while handling {pending.method} "
+                    f"({pending.attempts} attempts)"
+                )
+                self.reply(
+                    pending.client,
+                    p.error_response(pending.rid, p.ErrorCode.WORKER_CRASHED, message),
+                )
+            else:
+                service.queue.appendleft(pending)
+        worker.inflight.clear()
+        self.flush_queue(service)
+
+    # -- housekeeping ------------------------------------------------------------
+
+    def housekeeping(self) -> None:
+        now = time.monotonic()
+        for child in self.supervisor.reap():
+            for worker in [w for w in self.workers.values() if w.pid == child.last_pid]:
+                self.remove_worker(worker, crashed=not child.stopping)
+            service = self.service(child.service)
+            # Embedders always come back; a palace only if it has work waiting.
+            if child.service == p.EMBEDDER_SERVICE or service.busy:
+                self.supervisor.schedule_restart(child)
+            else:
+                self.supervisor.forget(child)
+        self.supervisor.restart_due()
+        self.expire_deadlines(now)
+        if now - self.last_heartbeat >= self.config.broker.heartbeat_s:
+            self.last_heartbeat = now
+            self.heartbeat_and_purge(now)
+            self.stop_idle_palaces(now)
+
+    def expire_deadlines(self, now: float) -> None:
+        for key, (pending, worker) in list(self.inflight.items()):
+            if pending.deadline <= now:
+                del self.inflight[key]
+                worker.inflight.pop(key, None)
+                self.timeout(pending, worker.service)
+        for service in self.services.values():
+            if any(pending.deadline <= now for pending in service.queue):
+                keep: deque[Pending] = deque()
+                for pending in service.queue:
+                    if pending.deadline <= now:
+                        self.timeout(pending, service.name)
+                    else:
+                        keep.append(pending)
+                service.queue = keep
+
+    def timeout(self, pending: Pending, service: str) -> None:
+        message = f"{pending.method}: timed out waiting for {service}"
+        self.reply(pending.client, p.error_response(pending.rid, p.ErrorCode.TIMEOUT, message))
+
+    def heartbeat_and_purge(self, now: float) -> None:
+        expiry = self.config.broker.worker_expiry_s
+        for worker in list(self.workers.values()):
+            if now - worker.last_seen > expiry:
+                self.log.warning(
+                    "worker silent; presumed dead", service=worker.service, pid=worker.pid
+                )
+                self.remove_worker(worker, crashed=True)
+                child = self.supervisor.by_pid(worker.pid)
+                if child is not None:
+                    self.supervisor.kill(worker.pid)
+                continue
+            self.backend.send_multipart([worker.identity, p.W_HEARTBEAT])
+
+    def stop_idle_palaces(self, now: float) -> None:
+        idle_s = self.config.palace.idle_stop_s
+        for service in self.services.values():
+            if not service.name.startswith(p.PALACE_SERVICE_PREFIX) or service.busy:
+                continue
+            if service.workers and now - service.last_used > idle_s:
+                self.log.info("stopping idle palace", service=service.name)
+                self.disconnect_service(service)
+
+    def disconnect_service(self, service: Service) -> None:
+        for worker in list(service.workers):
+            child = self.supervisor.by_pid(worker.pid)
+            if child is not None:
+                child.stopping = True
+            self.backend.send_multipart([worker.identity, p.W_DISCONNECT])
+            self.remove_worker(worker, crashed=False)
+
+    def stop_workers(self, grace_s: float = 10.0) -> None:
+        """Clean shutdown: every worker saves its index and exits."""
+        for pending_list in (s.queue for s in self.services.values()):
+            for pending in pending_list:
+                message = f"{pending.method}: the daemon is shutting down"
+                self.reply(
+                    pending.client,
+                    p.error_response(pending.rid, p.ErrorCode.SHUTTING_DOWN, message),
+                )
+            pending_list.clear()
+        for service in self.services.values():
+            self.disconnect_service(service)
+        for child in self.supervisor.children.values():
+            child.stopping = True
+        self.supervisor.shutdown(grace_s)
+        self.frontend.close(linger=0)
+        self.backend.close(linger=0)

@@ -1,0 +1,117 @@
+"""The asyncio Python client, used by the MCP front end.
+
+One DEALER socket carries any number of concurrent calls; a reader task hands each reply
+to the future waiting for its id. Like the blocking client it notices a daemon that died
+or was replaced while calls were waiting, reconnects (starting a daemon if allowed) and
+resends those calls, which is safe because every method is idempotent given the drawer
+id that ``prepare_params`` assigns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import zmq
+import zmq.asyncio
+from trusty_memory import protocol as p
+from trusty_memory.client.daemon import daemon_pid, ensure_daemon, is_local
+from trusty_memory.client.sync import POLL_SLICE_S, prepare_params
+from trusty_memory.config import Config, load_config
+
+
+class AsyncClient:
+    def __init__(self, config: Config | None = None, *, autostart: bool = True) -> None:
+        self.config = config or load_config()
+        self.autostart = autostart
+        self.ctx = zmq.asyncio.Context.instance()
+        self.socket: zmq.asyncio.Socket | None = None
+        self.pid: int | None = None
+        self.generation = 0
+        self.waiting: dict[str, asyncio.Future] = {}
+        self.reader: asyncio.Task | None = None
+        self._connect_lock = asyncio.Lock()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.reader
+            self.reader = None
+        if self.socket is not None:
+            self.socket.close(linger=0)
+            self.socket = None
+
+    async def _connect(self, seen_generation: int) -> None:
+        """(Re)open the socket unless another call already did since ``seen_generation``."""
+        async with self._connect_lock:
+            if self.generation != seen_generation and self.socket is not None:
+                return
+            if self.autostart:
+                await asyncio.to_thread(ensure_daemon, self.config)
+            await self.close()
+            self.socket = self.ctx.socket(zmq.DEALER)
+            self.socket.setsockopt(zmq.LINGER, 0)
+            self.socket.connect(self.config.frontend)
+            self.pid = daemon_pid(self.config) if is_local(self.config) else None
+            self.generation += 1
+            self.reader = asyncio.create_task(self._read(self.socket))
+
+    async def _read(self, sock: zmq.asyncio.Socket) -> None:
+        while True:
+            frame = await sock.recv()
+            try:
+                resp = p.decode_response(frame)
+            except p.TrustyError:
+                continue
+            fut = self.waiting.get(resp.id)
+            if fut is not None and not fut.done():
+                fut.set_result(resp)
+
+    def _daemon_replaced(self) -> bool:
+        return is_local(self.config) and daemon_pid(self.config) != self.pid
+
+    async def call(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        palace: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send one request and return its ``data``; raise ``TrustyError`` on error."""
+        wait_s = (timeout or self.config.broker.request_timeout_s) + 2.0
+        rid, frame = p.encode_request(
+            method,
+            prepare_params(method, params),
+            palace=palace,
+            timeout_ms=int(timeout * 1000) if timeout else None,
+        )
+        if self.socket is None:
+            await self._connect(self.generation)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.waiting[rid] = fut
+        try:
+            sent_generation = self.generation
+            await self.socket.send(frame)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait_s
+            while (remaining := deadline - loop.time()) > 0:
+                done, _ = await asyncio.wait({fut}, timeout=min(remaining, POLL_SLICE_S))
+                if done:
+                    return p.unwrap(fut.result())
+                if self._daemon_replaced():
+                    await self._connect(sent_generation)
+                if self.generation != sent_generation:
+                    sent_generation = self.generation
+                    await self.socket.send(frame)
+            raise p.TrustyError(p.ErrorCode.TIMEOUT, f"{method}: no answer within {wait_s:.1f}s")
+        finally:
+            self.waiting.pop(rid, None)

@@ -1,0 +1,141 @@
+"""The blocking Python client: ``Client(...).call(method, params, palace=...)``.
+
+One DEALER socket to the broker's frontend. While it waits for an answer it keeps an eye
+on the daemon: if the daemon died or was replaced (its pid changed), the client starts
+one when allowed, opens a fresh socket and sends the same request again. Every method is
+safe to resend: ``memory_remember`` carries a drawer id chosen here, so a write that was
+committed before the crash is found, not duplicated.
+
+Typed helpers (``remember``, ``recall``...) wrap ``call`` and return the protocol's
+result Structs.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import msgspec
+import zmq
+from trusty_memory import protocol as p
+from trusty_memory.client.daemon import daemon_pid, ensure_daemon, is_local
+from trusty_memory.config import Config, load_config
+
+POLL_SLICE_S = 0.25
+
+
+def prepare_params(method: str, params: Any) -> Any:
+    """Give a remember its drawer id here, so resending it is idempotent."""
+    if isinstance(params, msgspec.Struct):
+        params = msgspec.to_builtins(params)
+    if method == "memory_remember" and isinstance(params, dict) and not params.get("drawer_id"):
+        params = {**params, "drawer_id": str(uuid.uuid4())}
+    return params if params is not None else {}
+
+
+class Client:
+    def __init__(self, config: Config | None = None, *, autostart: bool = True) -> None:
+        self.config = config or load_config()
+        self.autostart = autostart
+        self.ctx = zmq.Context.instance()
+        self.socket: zmq.Socket | None = None
+        self.pid: int | None = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.close(linger=0)
+            self.socket = None
+
+    def _connect(self) -> None:
+        if self.autostart:
+            ensure_daemon(self.config)
+        self.close()
+        self.socket = self.ctx.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(self.config.frontend)
+        self.pid = daemon_pid(self.config) if is_local(self.config) else None
+
+    def _daemon_replaced(self) -> bool:
+        return is_local(self.config) and daemon_pid(self.config) != self.pid
+
+    def call(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        palace: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send one request and return its ``data``; raise ``TrustyError`` on error."""
+        # Wait a little past the broker's own deadline, so its timeout error (which names
+        # the service that was slow) arrives before ours.
+        wait_s = (timeout or self.config.broker.request_timeout_s) + 2.0
+        rid, frame = p.encode_request(
+            method,
+            prepare_params(method, params),
+            palace=palace,
+            timeout_ms=int(timeout * 1000) if timeout else None,
+        )
+        if self.socket is None:
+            self._connect()
+        self.socket.send(frame)
+        deadline = time.monotonic() + wait_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self.socket.poll(int(min(remaining, POLL_SLICE_S) * 1000) + 1):
+                resp = p.decode_response(self.socket.recv())
+                if resp.id == rid:
+                    return p.unwrap(resp)
+                continue  # a late answer to an earlier, abandoned request
+            if self._daemon_replaced():
+                self._connect()  # restarts the daemon if allowed, fresh socket
+                self.socket.send(frame)
+        self.close()  # a lost request must not leave its answer in the next call's way
+        raise p.TrustyError(p.ErrorCode.TIMEOUT, f"{method}: no answer within {wait_s:.1f}s")
+
+    # -- typed helpers -------------------------------------------------------------
+
+    def ping(self) -> dict:
+        return self.call("ping")
+
+    def status(self) -> dict:
+        return self.call("status")
+
+    def palace_list(self) -> list[str]:
+        return self.call("palace_list")["palaces"]
+
+    def palace_create(self, name: str, description: str | None = None) -> dict:
+        return self.call("palace_create", {"name": name, "description": description})
+
+    def palace_info(self, palace: str) -> p.PalaceInfo:
+        return p.convert(self.call("palace_info", palace=palace), p.PalaceInfo)
+
+    def remember(self, palace: str, text: str, **fields: Any) -> p.StoredResult:
+        params = {"text": text, **fields}
+        return p.convert(self.call("memory_remember", params, palace=palace), p.StoredResult)
+
+    def recall(self, palace: str, query: str, top_k: int = 10, deep: bool = False, **filters):
+        method = "memory_recall_deep" if deep else "memory_recall"
+        params = {"query": query, "top_k": top_k, **filters}
+        return p.convert(self.call(method, params, palace=palace), p.RecallResult)
+
+    def list(self, palace: str, **params: Any) -> p.ListResult:
+        return p.convert(self.call("memory_list", params, palace=palace), p.ListResult)
+
+    def forget(self, palace: str, drawer_id: str) -> p.ForgetResult:
+        data = self.call("memory_forget", {"drawer_id": drawer_id}, palace=palace)
+        return p.convert(data, p.ForgetResult)
+
+    def kg_assert(self, palace: str, subject: str, predicate: str, object: str, **kw) -> dict:
+        params = {"subject": subject, "predicate": predicate, "object": object, **kw}
+        return self.call("kg_assert", params, palace=palace)
+
+    def kg_query(self, palace: str, subject: str) -> p.KgQueryResult:
+        data = self.call("kg_query", {"subject": subject}, palace=palace)
+        return p.convert(data, p.KgQueryResult)

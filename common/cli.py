@@ -1,0 +1,217 @@
+"""The ``trusty-memory`` command: a thin layer over the client library.
+
+``serve`` is the MCP stdio front end (what agents spawn); ``daemon`` runs the broker in
+the foreground (what systemd runs); the rest are small conveniences for people, each one
+a single client call with readable output (``--json`` for scripts). Imports are deferred
+to the subcommand that needs them, so ``serve`` starts without paying for the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+
+def _client():
+    from trusty_memory.client.sync import Client
+
+    return Client()
+
+
+def _print(args, data, text: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else text)
+
+
+def cmd_serve(args) -> int:
+    from trusty_memory.client.mcp_server import run_serve
+
+    return run_serve(palace=args.palace, http=args.http, allow_remote=args.allow_remote)
+
+
+def cmd_daemon(args) -> int:
+    from trusty_memory.broker.daemon import run_daemon
+
+    return run_daemon()
+
+
+def cmd_status(args) -> int:
+    from trusty_memory.client.daemon import ping
+    from trusty_memory.config import load_config
+
+    config = load_config()
+    if not ping(config, 1.0):
+        _print(args, {"running": False}, f"not running (home {config.home})")
+        return 3
+    status = _client().status()
+    lines = [f"running: pid {status['pid']}, up {status['uptime_s']:.0f}s, home {status['home']}"]
+    for s in status["services"]:
+        pids = ", ".join(f"{w['pid']} ({w['role']})" for w in s["workers"]) or "none"
+        lines.append(f"  {s['name']}: workers {pids}; queued {s['queued']}")
+    _print(args, status, "\n".join(lines))
+    return 0
+
+
+def cmd_stop(args) -> int:
+    from trusty_memory.client.daemon import daemon_pid
+    from trusty_memory.config import load_config
+
+    config = load_config()
+    pid = daemon_pid(config)
+    if pid is None:
+        print("not running")
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if daemon_pid(config) is None:
+            print(f"stopped (pid {pid})")
+            return 0
+        time.sleep(0.05)
+    print(f"pid {pid} did not stop within {args.timeout}s", file=sys.stderr)
+    return 1
+
+
+def cmd_remember(args) -> int:
+    params = {
+        "text": args.text,
+        "room": args.room,
+        "tags": args.tag or [],
+        "importance": args.importance,
+    }
+    result = _client().remember(args.palace, **params)
+    _print(
+        args,
+        {"drawer_id": result.drawer_id, "palace": result.palace, "status": result.status},
+        result.drawer_id,
+    )
+    return 0
+
+
+def cmd_recall(args) -> int:
+    import msgspec
+
+    result = _client().recall(args.palace, args.query, top_k=args.top_k, deep=args.deep)
+    lines = [
+        f"{hit.score:6.3f}  L{hit.layer}  {hit.drawer_id}  {hit.content[:100]}"
+        for hit in result.results
+    ]
+    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(nothing)")
+    return 0
+
+
+def cmd_list(args) -> int:
+    import msgspec
+
+    result = _client().list(args.palace, room=args.room, tag=args.tag, limit=args.limit)
+    lines = [
+        f"{d.importance:4.2f}  {d.created_at}  {d.drawer_id}  {d.content[:80]}"
+        for d in result.drawers
+    ]
+    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(empty)")
+    return 0
+
+
+def cmd_forget(args) -> int:
+    import msgspec
+
+    result = _client().forget(args.palace, args.drawer_id)
+    _print(args, msgspec.to_builtins(result), f"{result.status} {result.drawer_id}")
+    return 0
+
+
+def cmd_palace(args) -> int:
+    import msgspec
+
+    client = _client()
+    if args.action == "list":
+        names = client.palace_list()
+        _print(args, {"palaces": names}, "\n".join(names) or "(no palaces)")
+    elif args.action == "create":
+        result = client.palace_create(args.name, args.description)
+        _print(args, result, f"created {args.name}")
+    else:
+        info = client.palace_info(args.name)
+        text = f"{info.name}: {info.drawer_count} drawers, {info.triple_count} triples"
+        text += f", {info.data_dir}"
+        _print(args, msgspec.to_builtins(info), text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trusty-memory", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="MCP server on stdio (what agents spawn)")
+    s.add_argument("--palace", help="default palace; created if missing")
+    s.add_argument("--http", metavar="ADDR", help="also serve MCP over HTTP at ADDR (host:port)")
+    s.add_argument(
+        "--allow-remote", action="store_true", help="allow --http on a non-loopback address"
+    )
+    s.set_defaults(fn=cmd_serve)
+
+    sub.add_parser("daemon", help="run the broker in the foreground").set_defaults(fn=cmd_daemon)
+    sub.add_parser("status", help="is the daemon running, and what it runs").set_defaults(
+        fn=cmd_status
+    )
+    s = sub.add_parser("stop", help="stop the daemon cleanly")
+    s.add_argument("--timeout", type=float, default=15.0)
+    s.set_defaults(fn=cmd_stop)
+
+    s = sub.add_parser("remember", help="store a memory")
+    s.add_argument("palace")
+    s.add_argument("text")
+    s.add_argument("--room")
+    s.add_argument("--tag", action="append", help="repeatable")
+    s.add_argument("--importance", type=float, default=0.5)
+    s.set_defaults(fn=cmd_remember)
+
+    s = sub.add_parser("recall", help="search memories")
+    s.add_argument("palace")
+    s.add_argument("query")
+    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--deep", action="store_true", help="L3: exhaustive hybrid search")
+    s.set_defaults(fn=cmd_recall)
+
+    s = sub.add_parser("list", help="list drawers by importance")
+    s.add_argument("palace")
+    s.add_argument("--room")
+    s.add_argument("--tag")
+    s.add_argument("--limit", type=int, default=50)
+    s.set_defaults(fn=cmd_list)
+
+    s = sub.add_parser("forget", help="delete a drawer")
+    s.add_argument("palace")
+    s.add_argument("drawer_id")
+    s.set_defaults(fn=cmd_forget)
+
+    s = sub.add_parser("palace", help="list, create or inspect palaces")
+    s.add_argument("action", choices=["list", "create", "info"])
+    s.add_argument("name", nargs="?")
+    s.add_argument("--description")
+    s.set_defaults(fn=cmd_palace)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "action", None) in ("create", "info") and not args.name:
+        parser.error(f"palace {args.action} needs a NAME")
+    from trusty_memory.protocol import TrustyError
+
+    try:
+        return args.fn(args)
+    except TrustyError as exc:
+        print(f"trusty-memory: error {int(exc.code)}: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""The loop every worker process runs behind the broker's backend socket.
+
+A worker connects a DEALER to the broker, announces itself with ``W_READY`` and then
+serves requests. Unlike a Majordomo worker it does not take one request at a time: the
+broker pushes requests as they arrive and the worker drains *all* that are waiting into a
+batch. Batching is the point: a palace worker embeds every pending text in one embedder
+call and commits every pending write in one transaction, and the embedder runs one model
+forward pass for everything queued across palaces.
+
+Liveness is Paranoid-Pirate style: the worker heartbeats when idle, treats a broker that
+has been silent for too long as gone (reconnects and says ``W_READY`` again), and exits
+when the process that spawned it is no longer its parent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import zmq
+from trusty_memory import protocol as p
+from trusty_memory.config import Config
+
+
+@dataclass
+class Job:
+    """One request taken off the socket, with where its reply must go."""
+
+    client: bytes
+    request: p.Request
+
+
+@dataclass
+class Reply:
+    client: bytes
+    rid: str
+    frame: bytes
+
+
+class Worker:
+    """Subclasses set ``service`` and ``role`` and implement ``handle_batch``."""
+
+    service: str = ""
+    role: str = "writer"
+    batch_max: int = 256
+
+    def __init__(self, config: Config, log) -> None:
+        self.config = config
+        self.log = log
+        self.ctx = zmq.Context.instance()
+        self.socket: zmq.Socket | None = None
+        self.running = True
+        self.parent_pid = os.getppid()
+        self.last_broker_msg = time.monotonic()
+        self.last_sent = 0.0
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    # -- hooks -------------------------------------------------------------------
+
+    def handle_batch(self, jobs: list[Job]) -> list[Reply]:
+        raise NotImplementedError
+
+    def on_idle(self) -> None:
+        """Called when a poll interval passes with no work (snapshots, flushes)."""
+
+    def on_stop(self) -> None:
+        """Called once before exit (save the index, close files)."""
+
+    # -- the loop ----------------------------------------------------------------
+
+    def run(self) -> int:
+        self._connect()
+        heartbeat = self.config.broker.heartbeat_s
+        expiry = self.config.broker.worker_expiry_s
+        try:
+            while self.running:
+                if self.socket.poll(int(heartbeat * 1000), zmq.POLLIN):
+                    jobs = self._drain()
+                    if jobs:
+                        self._send_replies(self.handle_batch(jobs))
+                        continue
+                else:
+                    self.on_idle()
+                now = time.monotonic()
+                if now - self.last_sent >= heartbeat:
+                    self._send([p.W_HEARTBEAT])
+                if now - self.last_broker_msg > expiry:
+                    self.log.warning("broker silent; reconnecting", silent_s=expiry)
+                    self._connect()
+                if os.getppid() != self.parent_pid:
+                    self.log.info("parent gone; stopping")
+                    break
+        finally:
+            self.on_stop()
+            if self.socket is not None:
+                try:
+                    self.socket.send_multipart([p.W_DISCONNECT], zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    pass
+                self.socket.close(linger=500)
+        return 0
+
+    def _connect(self) -> None:
+        if self.socket is not None:
+            self.socket.close(linger=0)
+        self.socket = self.ctx.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(self.config.backend)
+        ready = p.Ready(service=self.service, role=self.role, pid=os.getpid())
+        self._send([p.W_READY, p.encode(ready)])
+        self.last_broker_msg = time.monotonic()
+
+    def _send(self, frames: list[bytes]) -> None:
+        self.socket.send_multipart(frames)
+        self.last_sent = time.monotonic()
+
+    def _drain(self) -> list[Job]:
+        """Take every message waiting on the socket (up to ``batch_max`` requests)."""
+        jobs: list[Job] = []
+        while len(jobs) < self.batch_max:
+            try:
+                frames = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            self.last_broker_msg = time.monotonic()
+            command = frames[0] if frames else b""
+            if command == p.W_REQUEST and len(frames) == 3:
+                client, frame = frames[1], frames[2]
+                try:
+                    jobs.append(Job(client, p.decode_request(frame)))
+                except p.TrustyError as exc:
+                    self.log.warning("malformed request", error=exc.message)
+                    rid = _salvage_id(frame)
+                    reply = p.error_response(rid, exc.code, exc.message)
+                    self._send([p.W_REPLY, client, rid.encode(), reply])
+            elif command == p.W_DISCONNECT:
+                self.log.info("broker asked us to stop")
+                self.running = False
+                break
+            elif command == p.W_HEARTBEAT:
+                continue
+            else:
+                self.log.warning("unexpected frame from broker", frames=len(frames))
+        return jobs
+
+    def _send_replies(self, replies: list[Reply]) -> None:
+        for r in replies:
+            self._send([p.W_REPLY, r.client, r.rid.encode(), r.frame])
+
+    def _on_signal(self, signum, frame) -> None:
+        self.running = False
+
+
+def _salvage_id(frame: bytes) -> str:
+    """Best effort to find the id of a request we could not decode, for the reply."""
+    try:
+        import msgspec
+
+        obj = msgspec.msgpack.decode(frame)
+        if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+            return obj["id"]
+    except Exception:
+        pass
+    return ""
+
+
+def reply_to(job: Job, fn) -> Reply:
+    """Run ``fn()`` for one job and wrap its result or error into a reply."""
+    rid = job.request.id
+    try:
+        return Reply(job.client, rid, p.ok_response(rid, fn()))
+    except p.TrustyError as exc:
+        return Reply(job.client, rid, p.error_response(rid, exc.code, exc.message))
+    except Exception as exc:  # a bug must cost one request, never the worker
+        message = f"{job.request.method}: internal error: {exc!r}"
+        return Reply(job.client, rid, p.error_response(rid, p.ErrorCode.INTERNAL, message))

@@ -1,0 +1,199 @@
+"""Palace worker: the only process that writes one palace.
+
+Each loop turn takes every waiting request, sends all texts that need a vector (the texts
+of new drawers, the queries of recalls) to the embedder in ONE call, then runs the
+requests in arrival order, committing each run of consecutive remembers as ONE
+transaction. A reply leaves only after its transaction has committed, so an
+acknowledged write survives ``kill -9``: SQLite is the truth, the index is rebuilt or
+caught up from SQLite's change log when the worker starts again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+from trusty_memory import protocol as p
+from trusty_memory.client.sync import Client
+from trusty_memory.config import Config, load_config
+from trusty_memory.logs import setup_logging
+from trusty_memory.names import validate_palace_name
+from trusty_memory.workers.base import Job, Reply, Worker, reply_to
+from trusty_memory.workers.embedding import DIM
+from trusty_memory.workers.store import PalaceStore
+
+EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
+
+
+class Embedder:
+    """Palace workers reach the embedder pool through the broker, like any client."""
+
+    def __init__(self, config: Config) -> None:
+        self.client = Client(config, autostart=False)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        data = self.client.call("embed", {"texts": texts}, timeout=EMBED_TIMEOUT_S)
+        result = p.convert(data, p.EmbedResult)
+        return np.frombuffer(result.vectors, dtype=np.float32).reshape(len(texts), result.dim)
+
+
+class PalaceWorker(Worker):
+    role = "writer"
+
+    def __init__(self, config: Config, log, palace: str) -> None:
+        super().__init__(config, log)
+        self.palace = validate_palace_name(palace)
+        self.service = p.palace_service(palace)
+        self.batch_max = config.palace.batch_max
+        self.embedder = Embedder(config)
+        self.store: PalaceStore | None = None
+
+    def run(self) -> int:
+        started = time.monotonic()
+        self.store = PalaceStore.open(
+            self.config.palace_dir(self.palace), self.palace, self.config.palace, dim=DIM
+        )
+        self.log = self.log.bind(palace=self.palace)
+        self.log.info("palace open", seconds=round(time.monotonic() - started, 3))
+        return super().run()
+
+    # -- batches -----------------------------------------------------------------
+
+    def handle_batch(self, jobs: list[Job]) -> list[Reply]:
+        replies: list[Reply] = []
+        work: list[tuple[Job, object]] = []
+        for job in jobs:
+            try:
+                params = p.decode_params(job.request.method, job.request.params)
+                if job.request.method not in p.PALACE_METHODS:
+                    raise p.TrustyError(
+                        p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {job.request.method}"
+                    )
+                self.check_text(job.request.method, params)
+                work.append((job, params))
+            except p.TrustyError as exc:
+                replies.append(Reply(job.client, job.request.id, _error(job, exc)))
+        vectors, embed_error = self.embed_all(work)
+        remembers: list[tuple[Job, p.RememberParams, np.ndarray]] = []
+        for job, params in work:
+            if job.request.id in embed_error:
+                replies.append(
+                    Reply(job.client, job.request.id, _error(job, embed_error[job.request.id]))
+                )
+            elif job.request.method == "memory_remember":
+                remembers.append((job, params, vectors[job.request.id]))
+            else:
+                replies.extend(self.commit_remembers(remembers))
+                remembers = []
+                replies.append(reply_to(job, lambda j=job, pr=params: self.execute(j, pr, vectors)))
+        replies.extend(self.commit_remembers(remembers))
+        return replies
+
+    def check_text(self, method: str, params: object) -> None:
+        """Refuse oversized text before it costs an embedding."""
+        text = getattr(params, "text", None) if method == "memory_remember" else None
+        if method in ("memory_recall", "memory_recall_deep"):
+            text = params.query
+        if text is None:
+            return
+        size = len(text.encode("utf-8", "surrogatepass"))
+        limit = self.config.palace.max_text_bytes
+        if size > limit:
+            raise p.TrustyError(
+                p.ErrorCode.TEXT_TOO_LARGE, f"{method}: text is {size} bytes; the limit is {limit}"
+            )
+        if not text.strip():
+            field = "text" if method == "memory_remember" else "query"
+            raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"{method}: '{field}' is empty")
+
+    def embed_all(self, work) -> tuple[dict[str, np.ndarray], dict[str, p.TrustyError]]:
+        needs = [
+            (
+                job.request.id,
+                params.text if job.request.method == "memory_remember" else params.query,
+            )
+            for job, params in work
+            if job.request.method in ("memory_remember", "memory_recall", "memory_recall_deep")
+        ]
+        if not needs:
+            return {}, {}
+        try:
+            block = self.embedder.encode([text for _, text in needs])
+        except p.TrustyError as exc:
+            self.log.warning("embedding failed", error=exc.message)
+            err = p.TrustyError(p.ErrorCode.EMBEDDER_UNAVAILABLE, f"embedder: {exc.message}")
+            return {}, {rid: err for rid, _ in needs}
+        return {rid: block[i] for i, (rid, _) in enumerate(needs)}, {}
+
+    def commit_remembers(self, batch) -> list[Reply]:
+        """One transaction for the whole run; on failure, one at a time to find the culprit."""
+        if not batch:
+            return []
+        try:
+            results = self.store.remember_batch([(params, vec) for _, params, vec in batch])
+            return [
+                Reply(job.client, job.request.id, p.ok_response(job.request.id, result))
+                for (job, _, _), result in zip(batch, results, strict=True)
+            ]
+        except Exception:
+            if len(batch) == 1:
+                job, params, vec = batch[0]
+                return [reply_to(job, lambda: self.store.remember_batch([(params, vec)])[0])]
+            return [r for item in batch for r in self.commit_remembers([item])]
+
+    def execute(self, job: Job, params, vectors: dict[str, np.ndarray]):
+        method = job.request.method
+        store = self.store
+        if method in ("memory_recall", "memory_recall_deep"):
+            hits = store.recall(
+                params.query,
+                vectors[job.request.id],
+                params.top_k,
+                room=params.room,
+                tag=params.tag,
+                deep=method == "memory_recall_deep",
+            )
+            return p.RecallResult(palace=self.palace, query=params.query, results=hits)
+        if method == "memory_list":
+            return p.ListResult(palace=self.palace, drawers=store.list(params))
+        if method == "memory_forget":
+            return store.forget(params.drawer_id)
+        if method == "kg_assert":
+            return store.kg_assert(params)
+        if method == "kg_query":
+            return store.kg_query(params.subject)
+        if method == "palace_info":
+            return store.info()
+        if method == "noop":
+            return {}
+        raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def on_idle(self) -> None:
+        self.store.flush()
+        self.store.maybe_snapshot()
+
+    def on_stop(self) -> None:
+        if self.store is not None:
+            self.store.close()
+        self.embedder.client.close()
+
+
+def _error(job: Job, exc: p.TrustyError) -> bytes:
+    return p.error_response(job.request.id, exc.code, exc.message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trusty-memory-palace")
+    parser.add_argument("--palace", required=True)
+    args = parser.parse_args(argv)
+    config = load_config()
+    log = setup_logging("palace", default_level="info")
+    return PalaceWorker(config, log, args.palace).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
