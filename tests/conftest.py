@@ -1,0 +1,112 @@
+"""Shared fixtures: real daemons in throw-away homes.
+
+Every integration test runs against the real thing: a ``trusty-memory daemon`` process,
+its worker processes, ZeroMQ ipc sockets, SQLite files and the real MiniLM model. The
+``daemon`` fixture starts one per test module (model loading costs seconds); tests that
+kill or restart daemons use ``fresh_daemon`` for a home of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trusty_memory.client.daemon import daemon_pid, ping
+from trusty_memory.config import Config, load_config
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+class Daemon:
+    """A daemon process in its own home; ``config`` is what clients should use."""
+
+    def __init__(self, home: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home), **(extra_env or {})}
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def config(self) -> Config:
+        saved = os.environ.get("TRUSTY_MEMORY_HOME")
+        os.environ["TRUSTY_MEMORY_HOME"] = str(self.home)
+        try:
+            return load_config()
+        finally:
+            if saved is None:
+                del os.environ["TRUSTY_MEMORY_HOME"]
+            else:
+                os.environ["TRUSTY_MEMORY_HOME"] = saved
+
+    def start(self, timeout: float = 60.0) -> Daemon:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = open(self.home / "daemon-test.log", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trusty_memory.broker"], env=self.env, stderr=log
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ping(self.config, 0.5):
+                return self
+            assert self.proc.poll() is None, f"daemon exited: {self.log_tail()}"
+            time.sleep(0.05)
+        raise AssertionError(f"daemon did not answer within {timeout}s: {self.log_tail()}")
+
+    def pid(self) -> int | None:
+        return daemon_pid(self.config)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and daemon_pid(self.config) is not None:
+                time.sleep(0.05)
+            if daemon_pid(self.config) is not None:
+                os.kill(pid, signal.SIGKILL)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def log_tail(self, n: int = 40) -> str:
+        lines: list[str] = []
+        for name in ("daemon-test.log", "logs/daemon.log"):
+            path = self.home / name
+            if path.exists():
+                lines += path.read_text(errors="replace").splitlines()[-n:]
+        return "\n".join(lines)
+
+
+def _short_tmp(prefix: str) -> Path:
+    # ipc socket paths must stay under ~100 bytes: keep homes short.
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    home = _short_tmp("tm-")
+    d = Daemon(home).start()
+    yield d
+    d.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_home() -> Iterator[Path]:
+    home = _short_tmp("tmf-")
+    yield home
+    pid = daemon_pid(Daemon(home).config)
+    if pid is not None:
+        Daemon(home).stop()
+    shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,116 @@
+"""Bad input of every kind gets an error naming its cause, and everything keeps serving."""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+import pytest
+import zmq
+
+from trusty_memory import protocol as p
+from trusty_memory.client.sync import Client
+from trusty_memory.protocol import ErrorCode, TrustyError
+
+
+@pytest.fixture(scope="module")
+def client(daemon):
+    c = Client(daemon.config, autostart=False)
+    c.palace_create("good")
+    c.remember("good", "a drawer so the worker is running")
+    yield c
+    c.close()
+
+
+def raw_call(config, frames: list[bytes], timeout_ms: int = 5000) -> bytes | None:
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(config.frontend)
+    try:
+        sock.send_multipart(frames)
+        if sock.poll(timeout_ms):
+            return sock.recv()
+        return None
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "", "x\x00y", ".hidden", "a" * 65, "sp ace"])
+def test_hostile_palace_names_are_refused_and_touch_nothing(client, daemon, name):
+    before = sorted(os.listdir(daemon.home / "palaces"))
+    with pytest.raises(TrustyError) as err:
+        client.palace_create(name)
+    assert err.value.code == ErrorCode.INVALID_PALACE_NAME
+    assert "invalid palace name" in err.value.message
+    with pytest.raises(TrustyError) as err:
+        client.remember(name, "text")
+    assert err.value.code == ErrorCode.INVALID_PALACE_NAME
+    assert sorted(os.listdir(daemon.home / "palaces")) == before
+    assert not (daemon.home / "x").exists()
+
+
+def test_unknown_palace(client):
+    with pytest.raises(TrustyError) as err:
+        client.recall("no-such-palace", "anything")
+    assert err.value.code == ErrorCode.PALACE_NOT_FOUND
+    assert "no-such-palace" in err.value.message
+
+
+def test_malformed_frames_on_the_frontend_get_errors(client, daemon):
+    for junk in ([b"\xc1\xc1 not msgpack"], [msgspec.msgpack.encode({"id": "x"})]):
+        resp = p.decode_response(raw_call(daemon.config, junk))
+        assert not resp.ok and resp.error.code == ErrorCode.MALFORMED_FRAME
+    # too many frames: dropped with a log line, never a crash
+    assert raw_call(daemon.config, [b"a", b"b", b"c", b"d"], timeout_ms=300) is None
+    assert client.ping()["pong"] is True
+    assert client.recall("good", "drawer").results
+
+
+def test_malformed_frames_on_the_backend_are_survived(client, daemon):
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(daemon.config.backend)
+    sock.send_multipart([p.W_READY, b"\xc1garbage"])
+    sock.send_multipart([b"\x99", b"what"])
+    sock.send_multipart([p.W_REPLY, b"nobody", b"id", b"x"])
+    sock.send(b"")
+    sock.close()
+    assert client.ping()["pong"] is True
+    assert client.recall("good", "drawer").results
+
+
+def test_unknown_method(client):
+    with pytest.raises(TrustyError) as err:
+        client.call("memory_teleport", palace="good")
+    assert err.value.code == ErrorCode.UNKNOWN_METHOD
+    assert "memory_teleport" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({"text": 42}, "$.text"), ({"text": "x", "tags": "notalist"}, "$.tags"), ({}, "text")],
+)
+def test_wrong_param_types_name_the_field(client, params, field):
+    with pytest.raises(TrustyError) as err:
+        client.call("memory_remember", params, palace="good")
+    assert err.value.code == ErrorCode.INVALID_PARAMS
+    assert field in err.value.message
+    assert client.recall("good", "drawer").results
+
+
+def test_oversized_text_is_refused(client):
+    with pytest.raises(TrustyError) as err:
+        client.remember("good", "x" * (64 * 1024 + 1))
+    assert err.value.code == ErrorCode.TEXT_TOO_LARGE
+    assert "65537 bytes" in err.value.message and "65536" in err.value.message
+    client.remember("good", "y" * (64 * 1024 - 10))  # just under the limit is fine
+
+
+def test_a_request_deadline_answers_with_a_timeout(client):
+    client.palace_create("cold")
+    with pytest.raises(TrustyError) as err:
+        # 1 ms cannot cover spawning a worker: the broker must answer, not hang.
+        client.call("memory_list", {}, palace="cold", timeout=0.001)
+    assert err.value.code == ErrorCode.TIMEOUT
+    assert "timed out" in err.value.message
+    assert client.list("cold").drawers == []
