@@ -1,0 +1,42 @@
+"""Config comes from the home's config.toml with environment variables on top."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from trusty_memory.config import load_config
+
+
+def test_defaults_and_overrides(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRUSTY_MEMORY_HOME", str(tmp_path))
+    monkeypatch.delenv("TRUSTY_MEMORY_RUN_DIR", raising=False)
+    (tmp_path / "config.toml").write_text("[palace]\nidle_stop_s = 5\n[embedder]\npool_size = 2\n")
+    monkeypatch.setenv("TRUSTY_MEMORY_PALACE_MAX_TEXT_BYTES", "1000")
+    config = load_config()
+    assert config.palace.idle_stop_s == 5.0
+    assert config.palace.max_text_bytes == 1000
+    assert config.embedder.pool_size == 2
+    assert config.run_dir == tmp_path / "run"
+    assert config.frontend == f"ipc://{tmp_path}/run/front.sock"
+    config.ensure_dirs()
+    assert (config.run_dir.stat().st_mode & 0o777) == 0o700
+
+
+def test_logs_go_to_stderr_as_json_and_respect_rust_log():
+    code = (
+        "from trusty_memory.logs import setup_logging\n"
+        "log = setup_logging('t')\n"
+        "log.debug('hidden'); log.info('shown', n=1)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"RUST_LOG": "info", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.stdout == ""
+    lines = [json.loads(line) for line in out.stderr.splitlines()]
+    assert [line["event"] for line in lines] == ["shown"]
+    assert lines[0]["actor"] == "t" and lines[0]["level"] == "info"

@@ -1,0 +1,69 @@
+"""The shared protocol: envelopes round-trip, bad frames become typed errors."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from trusty_memory import protocol as p
+from trusty_memory.names import normalize_room, validate_palace_name
+
+
+def test_request_round_trip_keeps_params_raw_until_asked():
+    rid, frame = p.encode_request("memory_remember", {"text": "hi", "tags": ["a"]}, palace="x")
+    req = p.decode_request(frame)
+    assert (req.id, req.method, req.palace) == (rid, "memory_remember", "x")
+    params = p.decode_params(req.method, req.params)
+    assert isinstance(params, p.RememberParams)
+    assert (params.text, params.tags, params.importance) == ("hi", ["a"], 0.5)
+
+
+def test_wrong_types_name_the_field():
+    _, frame = p.encode_request("memory_recall", {"query": "q", "top_k": "ten"})
+    req = p.decode_request(frame)
+    with pytest.raises(p.TrustyError) as err:
+        p.decode_params(req.method, req.params)
+    assert err.value.code == p.ErrorCode.INVALID_PARAMS
+    assert "$.top_k" in err.value.message
+
+
+def test_garbage_frames_are_malformed_not_crashes():
+    for junk in (b"", b"\xc1", msgspec.msgpack.encode([1, 2]), msgspec.msgpack.encode({"id": 1})):
+        with pytest.raises(p.TrustyError) as err:
+            p.decode_request(junk)
+        assert err.value.code == p.ErrorCode.MALFORMED_FRAME
+
+
+def test_error_responses_carry_code_and_message():
+    resp = p.decode_response(
+        p.error_response("r1", p.ErrorCode.PALACE_NOT_FOUND, "palace not found: x")
+    )
+    with pytest.raises(p.TrustyError) as err:
+        p.unwrap(resp)
+    assert err.value.code == p.ErrorCode.PALACE_NOT_FOUND
+    assert str(err.value) == "[2001] palace not found: x"
+    assert p.ErrorCode.TIMEOUT.family == "dispatch"
+
+
+def test_every_palace_method_has_a_params_struct():
+    for method in p.PALACE_METHODS | p.EMBEDDER_METHODS | {"palace_create"}:
+        assert method in p.PARAMS_FOR_METHOD
+
+
+@pytest.mark.parametrize("name", ["my-project", "a", "v1.2_x", "A" * 64])
+def test_good_palace_names(name):
+    assert validate_palace_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden", "x\x00", "a b", "A" * 65, 5, None])
+def test_bad_palace_names(name):
+    with pytest.raises(p.TrustyError) as err:
+        validate_palace_name(name)
+    assert err.value.code == p.ErrorCode.INVALID_PALACE_NAME
+
+
+def test_rooms():
+    assert normalize_room(None) == "General"
+    assert normalize_room("  ") == "General"
+    assert normalize_room("backend") == "Backend"
+    assert normalize_room("MEETINGS") == "Meetings"
+    assert normalize_room("Kitchen") == "Kitchen"
