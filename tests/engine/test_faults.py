@@ -8,11 +8,13 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
-from tests.conftest import Daemon
 from trusty_memory.client.daemon import daemon_pid
 from trusty_memory.client.sync import Client
 from trusty_memory.protocol import TrustyError
+
+from tests.conftest import Daemon
 
 
 def worker_pid(client: Client, service: str) -> int:
@@ -135,8 +137,9 @@ def test_fifty_concurrent_starters_make_one_daemon(fresh_home):
     assert len(pids) == 1, pids
     out = subprocess.run(["pgrep", "-f", "trusty_memory.broker"], capture_output=True, text=True)
     daemons = [
-        pid for pid in out.stdout.split()
-        if str(fresh_home) in open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
+        pid
+        for pid in out.stdout.split()
+        if str(fresh_home) in Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
     ]
     assert daemons == [pids.pop()]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from trusty_memory.client.sync import Client
 from trusty_memory.protocol import ErrorCode, TrustyError
 
@@ -19,8 +18,12 @@ def client(daemon):
 
 
 def test_remember_then_recall_finds_it(client):
-    stored = client.remember("proj", "The API gateway validates JWT tokens using RS256.",
-                             room="Backend", tags=["auth", "jwt"])
+    stored = client.remember(
+        "proj",
+        "The API gateway validates JWT tokens using RS256.",
+        room="Backend",
+        tags=["auth", "jwt"],
+    )
     assert stored.status == "stored" and stored.palace == "proj"
     uuid.UUID(stored.drawer_id)
     client.remember("proj", "The frontend is written in React with Vite.", room="frontend")
@@ -80,8 +83,14 @@ def test_kg_assert_closes_the_prior_triple(client):
     assert client.kg_assert("proj", "auth-service", "deployed_version", "2.4.0") == {
         "status": "asserted"
     }
-    client.kg_assert("proj", "auth-service", "deployed_version", "2.4.1",
-                     confidence=0.95, provenance="deploy-log")
+    client.kg_assert(
+        "proj",
+        "auth-service",
+        "deployed_version",
+        "2.4.1",
+        confidence=0.95,
+        provenance="deploy-log",
+    )
     client.kg_assert("proj", "auth-service", "owner", "team-a")
     triples = client.kg_query("proj", "auth-service").triples
     assert sorted((t.predicate, t.object) for t in triples) == [
