@@ -1,0 +1,419 @@
+"""PalaceStore: SQLite as the truth, the index following it, the contract's shapes."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trusty_memory.config import PalaceSettings
+from trusty_memory.protocol import (
+    ErrorCode,
+    KgAssertParams,
+    ListParams,
+    RememberParams,
+    TrustyError,
+)
+from trusty_memory.workers.store import PalaceStore
+from trusty_memory.workers.store_schema import SCHEMA_VERSION
+
+DIM = 384
+# Cheap index settings: the tests exercise behaviour, not recall quality.
+SETTINGS = PalaceSettings(ef_construction=64, hnsw_m=12, index_save_every=10, max_text_bytes=1000)
+
+
+def fake_embed(text: str) -> np.ndarray:
+    """Test helper: a deterministic pseudo-embedding (a unit vector seeded by the text's hash).
+
+    Equal texts get equal vectors; different texts get unrelated ones. No model involved.
+    """
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    vec = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return vec / np.linalg.norm(vec)
+
+
+def remember(store: PalaceStore, text: str, **fields) -> str:
+    """Test helper: remember one text under its fake embedding; returns the drawer id."""
+    [result] = store.remember_batch([(RememberParams(text=text, **fields), fake_embed(text))])
+    return result.drawer_id
+
+
+def fill(store: PalaceStore, n: int, prefix: str = "filler", **fields) -> list[str]:
+    """Test helper: ``n`` drawers in one batch."""
+    items = [
+        (RememberParams(text=f"{prefix} {i}", **fields), fake_embed(f"{prefix} {i}"))
+        for i in range(n)
+    ]
+    return [r.drawer_id for r in store.remember_batch(items)]
+
+
+@pytest.fixture
+def palace_dir(tmp_path: Path) -> Path:
+    return tmp_path / "palaces" / "proj"
+
+
+@pytest.fixture
+def store(palace_dir: Path):
+    s = PalaceStore.open(palace_dir, "proj", SETTINGS, description="project memory")
+    yield s
+    s.close()
+
+
+def sql(palace_dir: Path, query: str, *args):
+    """Test helper: read the palace file through a separate connection (what a crash leaves)."""
+    conn = sqlite3.connect(palace_dir / "palace.sqlite3")
+    try:
+        return conn.execute(query, args).fetchall()
+    finally:
+        conn.close()
+
+
+def no_rebuild(monkeypatch):
+    """Test helper: make any index rebuild fail the test."""
+
+    def fail(self):
+        raise AssertionError("index was rebuilt")
+
+    monkeypatch.setattr(PalaceStore, "rebuild_index", fail)
+
+
+# -- layout and schema ----------------------------------------------------------------
+
+
+def test_open_creates_layout_and_schema(store, palace_dir):
+    assert (palace_dir / "palace.json").exists()
+    assert (palace_dir / "identity.txt").read_text() == "project memory"
+    assert store.identity() == "project memory"
+    assert sql(palace_dir, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert sql(palace_dir, "PRAGMA journal_mode") == [("wal",)]
+    tables = {r[0] for r in sql(palace_dir, "SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"drawers", "drawer_tags", "triples", "changes", "drawers_fts"} <= tables
+    info = store.info()
+    assert (info.id, info.name, info.drawer_count) == ("proj", "proj", 0)
+    assert info.data_dir == str(palace_dir)
+    assert info.description == "project memory"
+
+
+def test_open_missing_without_create(tmp_path):
+    with pytest.raises(TrustyError) as err:
+        PalaceStore.open(tmp_path / "nope", "nope", SETTINGS, create=False)
+    assert err.value.code == ErrorCode.PALACE_NOT_FOUND
+
+
+# -- remember --------------------------------------------------------------------------
+
+
+def test_remember_batch_is_one_transaction(store, palace_dir):
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    ids = fill(store, 20, tags=["t"])
+    store._conn.set_trace_callback(None)
+    assert sum(s.strip().upper().startswith("BEGIN") for s in statements) == 1
+    assert sum(s.strip().upper() == "COMMIT" for s in statements) == 1
+    assert len(set(ids)) == 20 and all(uuid.UUID(i) for i in ids)
+    assert sql(palace_dir, "SELECT count(*) FROM changes WHERE op='add'") == [(20,)]
+    assert store.info().index_count == 20
+
+
+def test_bad_item_fails_the_whole_batch_before_writing(store, palace_dir):
+    items = [
+        (RememberParams(text="fine"), fake_embed("fine")),
+        (RememberParams(text="bad", importance=1.5), fake_embed("bad")),
+    ]
+    with pytest.raises(TrustyError) as err:
+        store.remember_batch(items)
+    assert err.value.code == ErrorCode.INVALID_PARAMS and "importance" in err.value.message
+    assert sql(palace_dir, "SELECT count(*) FROM drawers") == [(0,)]
+    with pytest.raises(TrustyError):
+        store.validate_remember(*items[1])
+
+
+def test_retry_with_same_drawer_id_is_idempotent(store, palace_dir):
+    did = str(uuid.uuid4())
+    first = remember(store, "the gateway uses RS256", drawer_id=did)
+    again = store.remember_batch(
+        [
+            (RememberParams(text="the gateway uses RS256", drawer_id=did.upper()), fake_embed("x")),
+            (RememberParams(text="dup in batch", drawer_id=did), fake_embed("y")),
+        ]
+    )
+    assert first == did
+    assert [r.drawer_id for r in again] == [did, did]
+    assert all(r.status == "stored" and r.palace == "proj" for r in again)
+    assert sql(palace_dir, "SELECT count(*) FROM drawers") == [(1,)]
+    assert sql(palace_dir, "SELECT count(*) FROM changes") == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("fields", "code", "needle"),
+    [
+        ({"text": ""}, ErrorCode.INVALID_PARAMS, "text"),
+        ({"text": "   "}, ErrorCode.INVALID_PARAMS, "text"),
+        ({"text": "x" * 1001}, ErrorCode.TEXT_TOO_LARGE, "text is 1001 bytes; the limit is 1000"),
+        ({"text": "é" * 501}, ErrorCode.TEXT_TOO_LARGE, "1002 bytes"),
+        ({"text": "ok", "drawer_id": "not-a-uuid"}, ErrorCode.INVALID_PARAMS, "drawer_id"),
+        ({"text": "ok", "importance": float("nan")}, ErrorCode.INVALID_PARAMS, "importance"),
+        ({"text": "ok", "created_at": "yesterday"}, ErrorCode.INVALID_PARAMS, "created_at"),
+    ],
+)
+def test_remember_validation(store, fields, code, needle):
+    with pytest.raises(TrustyError) as err:
+        store.remember_batch([(RememberParams(**fields), fake_embed("v"))])
+    assert err.value.code == code
+    assert needle in err.value.message
+
+
+def test_wrong_vector_dimension_is_invalid(store):
+    with pytest.raises(TrustyError) as err:
+        store.remember_batch([(RememberParams(text="x"), np.ones(5, dtype=np.float32))])
+    assert err.value.code == ErrorCode.INVALID_PARAMS
+
+
+# -- recall ----------------------------------------------------------------------------
+
+
+def test_recall_finds_the_nearest(store):
+    fill(store, 300)
+    target = remember(store, "JWT tokens are validated with RS256", tags=["auth"])
+    hits = store.recall("jwt", fake_embed("JWT tokens are validated with RS256"), top_k=5)
+    assert hits[0].drawer_id == target
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[0].tags == ["auth"] and hits[0].importance == 0.5
+    assert hits[0].layer in (1, 2)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert len(hits) == 5
+
+
+def test_l1_layer_holds_the_most_important_drawers(store):
+    fill(store, 100, importance=0.1)
+    vip = remember(store, "release freeze every friday", importance=1.0)
+    hits = store.recall("q", fake_embed("unrelated query"), top_k=200)
+    by_id = {h.drawer_id: h for h in hits}
+    assert by_id[vip].layer == 1
+    assert {h.layer for h in hits} == {1, 2}
+    assert store.recall("q", fake_embed("release freeze every friday"), 1)[0].drawer_id == vip
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_room_and_tag_filters_apply_inside_the_search(store, deep):
+    fill(store, 2000, room="Frontend", tags=["ui"])
+    planted = remember(store, "planted backend fact", room="backend", tags=["db"])
+    query = fake_embed("something else entirely")
+    for kwargs in ({"room": "Backend"}, {"room": "BACKEND"}, {"tag": "db"}):
+        hits = store.recall("xyz", query, top_k=3, deep=deep, **kwargs)
+        assert [h.drawer_id for h in hits] == [planted], kwargs
+        assert hits[0].room == "Backend"
+    assert store.recall("xyz", query, 3, room="Backend", tag="ui", deep=deep) == []
+    assert store.recall("xyz", query, 3, tag="no-such-tag", deep=deep) == []
+    ui = store.recall("xyz", query, top_k=10, tag="ui", deep=deep)
+    assert len(ui) == 10 and planted not in {h.drawer_id for h in ui}
+
+
+def test_deep_recall_fuses_bm25_keyword_matches(store):
+    fill(store, 500)
+    keyword = remember(store, "the zanzibar flag enables the new scheduler")
+    query = fake_embed("how do I turn on the new scheduler?")  # unrelated to every vector
+    shallow = store.recall("zanzibar scheduler", query, top_k=5)
+    assert keyword not in {h.drawer_id for h in shallow}
+    deep = store.recall("Zanzibar?", query, top_k=5, deep=True)
+    # First by BM25 and nowhere near by vector: ties with the vector's first, RRF-wise.
+    assert keyword in {h.drawer_id for h in deep[:2]}
+    assert [h.score for h in deep if h.drawer_id == keyword] == [pytest.approx(0.5)]
+    assert all(h.layer == 3 for h in deep)
+    assert [h.score for h in deep] == sorted((h.score for h in deep), reverse=True)
+    assert 0 < deep[0].score <= 1
+
+
+@pytest.mark.parametrize(
+    "text", ['"unbalanced', "AND OR NOT", "col:value*", "NEAR(a b)", "(((", "", "🙂 ^ -"]
+)
+def test_deep_recall_never_raises_on_fts_syntax(store, text):
+    remember(store, "some content about NEAR and AND")
+    store.recall(text, fake_embed(text), top_k=3, deep=True)
+
+
+def test_top_k_bounds(store):
+    remember(store, "x")
+    for bad in (0, -1, SETTINGS.max_top_k + 1):
+        with pytest.raises(TrustyError) as err:
+            store.recall("x", fake_embed("x"), top_k=bad)
+        assert err.value.code == ErrorCode.INVALID_PARAMS and "top_k" in err.value.message
+    assert len(store.recall("x", fake_embed("x"), top_k=SETTINGS.max_top_k)) == 1
+
+
+def test_hits_are_counted_in_memory_and_flushed_with_the_next_write(store, palace_dir):
+    did = remember(store, "counted")
+    for _ in range(3):
+        store.recall("counted", fake_embed("counted"), top_k=1)
+    assert sql(palace_dir, "SELECT hits FROM drawers WHERE id=?", did) == [(0,)]
+    remember(store, "another write")
+    assert sql(palace_dir, "SELECT hits FROM drawers WHERE id=?", did) == [(3,)]
+    store.recall("counted", fake_embed("counted"), top_k=1)
+    store.flush()
+    assert sql(palace_dir, "SELECT hits FROM drawers WHERE id=?", did) == [(4,)]
+
+
+# -- list / forget ---------------------------------------------------------------------
+
+
+def test_list_order_limit_and_filters(store):
+    low = remember(store, "low", importance=0.1, room="Testing")
+    high = remember(store, "high", importance=0.9, tags=["a", "b"], room="testing")
+    old = remember(store, "old", importance=0.5, created_at="2020-01-01T00:00:00+02:00")
+    new = remember(store, "new", importance=0.5, tags=["a"], room="My Custom Room")
+    assert [d.drawer_id for d in store.list(ListParams())] == [high, new, old, low]
+    assert [d.drawer_id for d in store.list(ListParams(limit=2))] == [high, new]
+    assert [d.drawer_id for d in store.list(ListParams(room="TESTING"))] == [high, low]
+    assert [d.drawer_id for d in store.list(ListParams(tag="a"))] == [high, new]
+    assert [d.drawer_id for d in store.list(ListParams(room="Testing", tag="a"))] == [high]
+    [custom] = store.list(ListParams(room="My Custom Room"))
+    assert (custom.drawer_id, custom.room) == (new, "My Custom Room")
+    assert store.list(ListParams(room="my custom room")) == []  # custom rooms are verbatim
+    [o] = [d for d in store.list(ListParams()) if d.drawer_id == old]
+    assert o.created_at == "2019-12-31T22:00:00Z"
+    assert all(d.created_at.endswith("Z") for d in store.list(ListParams()))
+    with pytest.raises(TrustyError) as err:
+        store.list(ListParams(limit=0))
+    assert err.value.code == ErrorCode.INVALID_PARAMS and "limit" in err.value.message
+
+
+def test_forget_removes_everywhere_and_unknown_id_errors(store, palace_dir):
+    did = remember(store, "forget me zanzibar", importance=1.0, tags=["gone"])
+    keep = remember(store, "keep me")
+    result = store.forget(did)
+    assert (result.status, result.drawer_id, result.palace) == ("deleted", did, "proj")
+    assert did not in {h.drawer_id for h in store.recall("x", fake_embed("forget me zanzibar"), 5)}
+    assert store.recall("zanzibar", fake_embed("q"), 5, deep=True)[0].drawer_id == keep
+    assert store.recall("x", fake_embed("q"), 5, tag="gone") == []
+    assert sql(
+        palace_dir, "SELECT count(*) FROM drawers_fts WHERE drawers_fts MATCH 'zanzibar'"
+    ) == [(0,)]
+    assert sql(palace_dir, "SELECT op FROM changes ORDER BY seq") == [
+        ("add",),
+        ("add",),
+        ("delete",),
+    ]
+    assert store.info().drawer_count == store.info().index_count == 1
+    for unknown in (did, str(uuid.uuid4()), "nonsense"):
+        with pytest.raises(TrustyError) as err:
+            store.forget(unknown)
+        assert err.value.code == ErrorCode.DRAWER_NOT_FOUND
+        assert err.value.message == f"drawer not found: {unknown}"
+
+
+# -- knowledge graph -------------------------------------------------------------------
+
+
+def test_kg_assert_closes_prior_and_query_returns_active_only(store, palace_dir):
+    p = KgAssertParams
+    assert store.kg_assert(p(subject="auth", predicate="version", object="2.4.0")) == {
+        "status": "asserted"
+    }
+    store.kg_assert(p(subject="auth", predicate="owner", object="alice", provenance="wiki"))
+    store.kg_assert(p(subject="auth", predicate="version", object="2.4.1", confidence=0.95))
+    result = store.kg_query("auth")
+    assert result.subject == "auth"
+    assert [(t.predicate, t.object) for t in result.triples] == [
+        ("owner", "alice"),
+        ("version", "2.4.1"),
+    ]
+    latest = result.triples[1]
+    assert latest.valid_to is None and latest.confidence == 0.95
+    assert latest.valid_from.endswith("Z") and len(latest.valid_from) == 20
+    assert result.triples[0].provenance == "wiki"
+    closed = sql(palace_dir, "SELECT object, valid_to FROM triples WHERE valid_to IS NOT NULL")
+    assert [r[0] for r in closed] == ["2.4.0"]
+    assert store.kg_query("nobody").triples == []
+    assert store.info().triple_count == 2
+    with pytest.raises(TrustyError) as err:
+        store.kg_assert(p(subject="a", predicate="b", object="c", confidence=1.5))
+    assert err.value.code == ErrorCode.INVALID_PARAMS and "confidence" in err.value.message
+    with pytest.raises(TrustyError):
+        store.kg_assert(p(subject="", predicate="b", object="c"))
+
+
+# -- durability and the index as a cache -----------------------------------------------
+
+
+def test_reopen_after_close_uses_the_snapshot(palace_dir, monkeypatch):
+    with PalaceStore.open(palace_dir, "proj", SETTINGS) as s:
+        ids = fill(s, 25)
+        s.forget(ids[0])
+    no_rebuild(monkeypatch)
+    with PalaceStore.open(palace_dir, "proj", SETTINGS, create=False) as s:
+        info = s.info()
+        assert info.drawer_count == info.index_count == 24
+        assert info.last_seq == 26
+        assert s.recall("q", fake_embed("filler 7"), 1)[0].drawer_id == ids[7]
+
+
+def test_crash_replays_the_change_log(tmp_path, palace_dir, monkeypatch):
+    s = PalaceStore.open(palace_dir, "proj", SETTINGS)
+    ids = fill(s, 15)  # 15 changes >= index_save_every: a snapshot at seq 15
+    assert sorted(p.name for p in palace_dir.glob("index-*.json")) == ["index-000000000015.json"]
+    more = fill(s, 4, prefix="after snapshot")
+    s.forget(ids[3])
+    s.forget(more[0])
+    s.recall("q", fake_embed("filler 1"), 1)  # pending hits die with the process: fine
+    # "kill -9": copy the files as they are while the store is still open, never close it.
+    crashed = tmp_path / "crashed"
+    shutil.copytree(palace_dir, crashed)
+    no_rebuild(monkeypatch)
+    with PalaceStore.open(crashed, "proj", SETTINGS, create=False) as r:
+        labels = {row[0] for row in sql(crashed, "SELECT label FROM drawers")}
+        assert r.index.labels() == labels
+        assert r.info().drawer_count == 17
+        assert r.recall("q", fake_embed("after snapshot 2"), 1)[0].drawer_id == more[2]
+        gone = {h.drawer_id for h in r.recall("q", fake_embed("filler 3"), 17)}
+        assert ids[3] not in gone and more[0] not in gone
+
+
+def test_crash_before_any_snapshot_rebuilds_from_sqlite(tmp_path, palace_dir):
+    s = PalaceStore.open(
+        palace_dir, "proj", PalaceSettings(ef_construction=64, index_save_every=10**6)
+    )
+    ids = fill(s, 30)
+    crashed = tmp_path / "crashed"
+    shutil.copytree(palace_dir, crashed)
+    for p in crashed.glob("index-*"):
+        p.unlink()
+    with PalaceStore.open(crashed, "proj", SETTINGS) as r:
+        assert r.info().index_count == 30
+        assert r.recall("q", fake_embed("filler 29"), 1)[0].drawer_id == ids[29]
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "stale-future", "disagrees"])
+def test_unusable_snapshot_means_rebuild(palace_dir, damage):
+    with PalaceStore.open(palace_dir, "proj", SETTINGS) as s:
+        ids = fill(s, 20)
+    [data] = palace_dir.glob("index-*.hnsw")
+    if damage == "corrupt":
+        data.write_bytes(b"\x00" * 64)
+    elif damage == "stale-future":
+        data.rename(palace_dir / "index-000000009999.hnsw")
+        meta = data.with_suffix(".json")
+        meta.rename(palace_dir / "index-000000009999.json")
+    else:  # a drawer SQLite has that the snapshot + log do not explain
+        sql_conn = sqlite3.connect(palace_dir / "palace.sqlite3")
+        sql_conn.execute("DELETE FROM changes WHERE seq = 20")
+        sql_conn.execute(
+            "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', 999, 'x', 'now')"
+        )
+        sql_conn.commit()
+        sql_conn.close()
+    with PalaceStore.open(palace_dir, "proj", SETTINGS) as s:
+        assert s.info().index_count == 20
+        assert s.recall("q", fake_embed("filler 5"), 1)[0].drawer_id == ids[5]
+
+
+def test_index_grows_beyond_initial_capacity(palace_dir):
+    with PalaceStore.open(palace_dir, "proj", SETTINGS) as s:
+        start = s.index.capacity
+        ids = fill(s, start + 100)
+        assert s.index.capacity > start
+        assert s.info().index_count == start + 100
+        assert s.recall("q", fake_embed(f"filler {start + 50}"), 1)[0].drawer_id == ids[start + 50]

@@ -1,0 +1,139 @@
+"""The SQLite file of a palace: connection settings, schema and migrations.
+
+SQLite is the source of truth of a palace (drawers and their vectors, the knowledge graph,
+the change log); the vector index is a cache of it.
+
+Durability: WAL with ``synchronous=NORMAL`` by default. A commit in WAL mode has been
+written to the WAL file before ``COMMIT`` returns; NORMAL only skips the fsync, so a commit
+survives ``kill -9`` of the process (the OS still holds the pages) and can only be lost to a
+power cut or kernel crash, and even then the database stays consistent. That is the
+guarantee a memory daemon needs, at a fraction of FULL's cost. ``synchronous="FULL"`` can be
+passed to ``connect`` (and is read from ``PalaceSettings.synchronous`` when that exists) for
+machines where power loss matters.
+
+Migrations are an ordered list: migration ``i`` takes the file from ``user_version = i`` to
+``i + 1`` inside one transaction, so a crash mid-migration leaves the old version intact.
+To change the schema, append a function to ``MIGRATIONS``; never edit a released one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlite_utils
+from trusty_memory.protocol import ErrorCode, TrustyError
+
+BUSY_TIMEOUT_MS = 5000
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def _v1_initial(db: sqlite_utils.Database) -> None:
+    """Drawers, their tags, the knowledge graph, the change log and full-text search.
+
+    Written as plain DDL (rather than ``create_table``/``enable_fts``) for two reasons:
+    ``AUTOINCREMENT`` keeps labels from ever being reused (the vector index relies on it,
+    see ``workers/index.py``), and the FTS triggers fire on ``UPDATE OF content`` only, so
+    bumping a drawer's ``hits`` does not rewrite its full-text entry.
+    """
+    statements = [
+        """CREATE TABLE drawers (
+            label INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            content TEXT NOT NULL,
+            room TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]',
+            importance REAL NOT NULL DEFAULT 0.5,
+            created_at TEXT NOT NULL,
+            hits INTEGER NOT NULL DEFAULT 0,
+            content_hash TEXT NOT NULL,
+            vector BLOB NOT NULL,
+            metadata TEXT
+        )""",
+        "CREATE INDEX drawers_content_hash ON drawers(content_hash)",
+        "CREATE INDEX drawers_rank ON drawers(importance, created_at, label)",
+        "CREATE INDEX drawers_room_rank ON drawers(room, importance, created_at, label)",
+        """CREATE TABLE drawer_tags (
+            tag TEXT NOT NULL,
+            label INTEGER NOT NULL,
+            PRIMARY KEY (tag, label)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX drawer_tags_label ON drawer_tags(label)",
+        """CREATE TABLE triples (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            subject TEXT NOT NULL,
+            predicate TEXT NOT NULL,
+            object TEXT NOT NULL,
+            valid_from TEXT NOT NULL,
+            valid_to TEXT,
+            confidence REAL NOT NULL,
+            provenance TEXT
+        )""",
+        "CREATE INDEX triples_active ON triples(subject, predicate, valid_to)",
+        """CREATE TABLE changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            op TEXT NOT NULL CHECK (op IN ('add', 'delete')),
+            label INTEGER NOT NULL,
+            drawer_id TEXT NOT NULL,
+            at TEXT NOT NULL
+        )""",
+        """CREATE VIRTUAL TABLE drawers_fts USING fts5(
+            content, content='drawers', content_rowid='label', tokenize='porter unicode61'
+        )""",
+        """CREATE TRIGGER drawers_fts_insert AFTER INSERT ON drawers BEGIN
+            INSERT INTO drawers_fts(rowid, content) VALUES (new.label, new.content);
+        END""",
+        """CREATE TRIGGER drawers_fts_delete AFTER DELETE ON drawers BEGIN
+            INSERT INTO drawers_fts(drawers_fts, rowid, content)
+                VALUES ('delete', old.label, old.content);
+        END""",
+        """CREATE TRIGGER drawers_fts_update AFTER UPDATE OF content ON drawers BEGIN
+            INSERT INTO drawers_fts(drawers_fts, rowid, content)
+                VALUES ('delete', old.label, old.content);
+            INSERT INTO drawers_fts(rowid, content) VALUES (new.label, new.content);
+        END""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_initial]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def connect(path: Path, synchronous: str = "NORMAL") -> sqlite_utils.Database:
+    """Open (creating if needed) and migrate the palace database at ``path``."""
+    mode = synchronous.upper()
+    if mode not in SYNCHRONOUS_MODES:
+        raise TrustyError(ErrorCode.INVALID_PARAMS, f"synchronous: unknown mode {synchronous!r}")
+    try:
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+        db = sqlite_utils.Database(conn)
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.enable_wal()
+        db.execute(f"PRAGMA synchronous = {mode}")
+        db.execute("PRAGMA temp_store = MEMORY")
+        migrate(db)
+    except sqlite3.Error as exc:
+        raise TrustyError(ErrorCode.STORAGE_ERROR, f"cannot open {path}: {exc}") from exc
+    return db
+
+
+def user_version(db: sqlite_utils.Database) -> int:
+    return db.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(db: sqlite_utils.Database) -> int:
+    """Apply the migrations this file has not seen; returns the resulting version."""
+    version = user_version(db)
+    if version > SCHEMA_VERSION:
+        raise TrustyError(
+            ErrorCode.STORAGE_ERROR,
+            f"palace schema version {version} is newer than this program's {SCHEMA_VERSION}",
+        )
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        with db.atomic():
+            MIGRATIONS[target - 1](db)
+            db.execute(f"PRAGMA user_version = {target}")
+    return SCHEMA_VERSION

@@ -1,0 +1,108 @@
+"""Checking and shaping the values a palace stores: texts, ids, vectors, times, FTS queries.
+
+Every check raises ``TrustyError`` with a message that names the field, so the caller (an
+agent, through the MCP front end) learns what to fix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from datetime import UTC, datetime
+
+import numpy as np
+from trusty_memory.protocol import ErrorCode, TrustyError
+
+# FTS5 terms: runs of letters/digits. Each is quoted, so no user text can be FTS syntax.
+_FTS_TOKEN = re.compile(r"\w+", re.UNICODE)
+MAX_FTS_TERMS = 32
+
+
+def invalid(message: str) -> TrustyError:
+    return TrustyError(ErrorCode.INVALID_PARAMS, message)
+
+
+def now_rfc3339() -> str:
+    """UTC now at second precision with ``Z``, the contract's timestamp form."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_text(text: object, max_bytes: int, field: str = "text") -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise invalid(f"{field}: must be a non-empty string")
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise TrustyError(
+            ErrorCode.TEXT_TOO_LARGE, f"{field} is {size} bytes; the limit is {max_bytes}"
+        )
+    return text
+
+
+def check_nonempty(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise invalid(f"{field}: must be a non-empty string")
+    return value
+
+
+def check_unit_interval(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise invalid(f"{field}: must be a number in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise invalid(f"{field}: must be in [0, 1], got {value}")
+    return float(value)
+
+
+def check_drawer_id(value: object) -> str:
+    """A caller-chosen drawer id must be a UUID; returned in canonical dashed form."""
+    if not isinstance(value, str):
+        raise invalid("drawer_id: must be a UUID string")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise invalid(f"drawer_id: not a UUID: {value!r}") from None
+
+
+def check_created_at(value: str | None) -> str:
+    """Caller-supplied timestamps are normalised to UTC ``...Z`` at second precision."""
+    if value is None:
+        return now_rfc3339()
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise invalid(f"created_at: not an RFC 3339 timestamp: {value!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_tags(tags: object) -> list[str]:
+    """Tags are kept verbatim; blanks and repeats are dropped, order is kept."""
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise invalid("tags: must be a list of strings")
+    return list(dict.fromkeys(t for t in tags if t.strip()))
+
+
+def check_top_k(top_k: object, max_top_k: int) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= max_top_k:
+        raise invalid(f"top_k: must be an integer in 1..{max_top_k}, got {top_k!r}")
+    return top_k
+
+
+def unit_vector(vector: object, dim: int, field: str = "vector") -> np.ndarray:
+    """A float32 unit vector of length ``dim`` (normalised here: cosine = inner product)."""
+    arr = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if arr.shape != (dim,):
+        raise invalid(f"{field}: expected {dim} dimensions, got {arr.size}")
+    norm = float(np.linalg.norm(arr))
+    if not math.isfinite(norm) or norm == 0.0:
+        raise invalid(f"{field}: must be finite and non-zero")
+    return arr / norm
+
+
+def fts_query(text: str) -> str | None:
+    """Turn free text into a safe FTS5 query: quoted terms joined by OR (None if no terms)."""
+    terms = list(dict.fromkeys(t.lower() for t in _FTS_TOKEN.findall(text)))[:MAX_FTS_TERMS]
+    if not terms:
+        return None
+    return " OR ".join(f'"{t}"' for t in terms)
