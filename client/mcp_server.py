@@ -1,0 +1,384 @@
+"""``trusty-memory serve``: the MCP front end agents spawn (contract: seeds/000).
+
+Three small modules make it up:
+
+* :mod:`.mcp_stdio` - the stdio edge: framing, parse errors, the instant ``initialize``,
+  contract spellings of errors. Standard library only.
+* :mod:`.mcp_tools` - the ten tools: schemas verbatim from the contract, argument checks,
+  result shapes. No SDK, no ZeroMQ.
+* this module - wiring: the SDK's low-level ``Server`` with ``tools/list`` and
+  ``tools/call`` handlers, the daemon client, the ``--palace`` default, the ``--http``
+  companion, signals and shutdown, and :func:`run_serve` for the CLI.
+
+Start-up order is the point of the design: parse flags, bind ``--http``, start the stdio
+edge (which can already answer ``initialize``), and only then import the SDK, structlog and
+the ZeroMQ client, none of which the handshake needs. torch and sentence-transformers are
+never imported here; they live in the daemon's embedder processes.
+
+Shutdown: EOF on stdin lets every request already read finish, then exits 0. SIGTERM or
+SIGINT stops reading at once, gives in-flight tool calls up to ``GRACE_S`` to finish, and
+exits 0 well inside the contract's 2 seconds. With ``--http``, either side ending stops
+the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from trusty_memory.client.mcp_stdio import EOF, INVALID_REQUEST, StdioEdge, error_message
+
+GRACE_S = 1.5  # in-flight calls get this long after SIGTERM/SIGINT; the contract allows 2 s
+EOF_DRAIN_S = 120.0  # after stdin EOF, requests already read may still finish (model loads)
+INTERNAL_ERROR = -32603
+USAGE_ERROR = 2
+
+
+class ShutdownRequested(BaseException):
+    """A signal arrived while the main thread was still starting (importing the SDK)."""
+
+
+# --------------------------------------------------------------------------------------
+# The tool side: what the SDK's handlers call.
+
+
+class FrontEnd:
+    """The state one ``serve`` process shares across its MCP sessions (stdio and HTTP):
+    the daemon client, created on first use, and the ``--palace`` default's creation."""
+
+    def __init__(self, default_palace: str | None, log: Any) -> None:
+        self.default_palace = default_palace
+        self.log = log
+        self._client: Any = None
+        self._ensure: asyncio.Task[None] | None = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            from trusty_memory.client.aio import AsyncClient
+
+            self._client = AsyncClient()
+        return self._client
+
+    async def close(self) -> None:
+        if self._ensure is not None and not self._ensure.done():
+            self._ensure.cancel()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+
+    def start_background(self) -> None:
+        """Create the default palace (and so start the daemon) while the agent gets going."""
+        if self.default_palace:
+            task = self._ensure_task()
+            task.add_done_callback(self._log_ensure_failure)
+
+    def _log_ensure_failure(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.log.warning(
+                "default palace not ready yet",
+                palace=self.default_palace,
+                error=str(task.exception()),
+            )
+
+    def _ensure_task(self) -> asyncio.Task[None]:
+        if self._ensure is None or (
+            self._ensure.done() and (self._ensure.cancelled() or self._ensure.exception())
+        ):
+            self._ensure = asyncio.create_task(self._create_default_palace())
+        return self._ensure
+
+    async def _create_default_palace(self) -> None:
+        from trusty_memory.protocol import ErrorCode, TrustyError
+
+        try:
+            await self.client().call("palace_create", {"name": self.default_palace})
+            self.log.info("default palace created", palace=self.default_palace)
+        except TrustyError as exc:
+            if exc.code != ErrorCode.PALACE_EXISTS:
+                raise
+
+    async def ensure_default_palace(self) -> None:
+        """Wait until the ``--palace`` default exists; a failed attempt is retried."""
+        if self.default_palace:
+            # shield: one caller giving up must not cancel the attempt the others await
+            await asyncio.shield(self._ensure_task())
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        from trusty_memory.client.mcp_tools import ToolError, call_tool
+
+        started = time.perf_counter()
+        try:
+            result = await call_tool(
+                name,
+                arguments,
+                self.client(),
+                default_palace=self.default_palace,
+                before_call=self.ensure_default_palace,
+            )
+        except ToolError as exc:
+            self.log.debug("tool call failed", tool=name, error=exc.message)
+            raise
+        self.log.debug("tool call", tool=name, ms=round((time.perf_counter() - started) * 1e3, 1))
+        return result
+
+
+def build_server(front: FrontEnd, version: str) -> Any:
+    """The SDK's low-level ``Server`` with the contract's tools."""
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+    from trusty_memory.client.mcp_tools import ToolError, tool_definitions
+
+    tools = [types.Tool.model_validate(t) for t in tool_definitions(front.default_palace)]
+
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            result = await front.call_tool(params.name, params.arguments)
+        except ToolError as exc:
+            raise MCPError(INTERNAL_ERROR, exc.message) from None
+        except Exception as exc:  # a bug or a broken daemon reply: say so, keep serving
+            front.log.exception("tool call failed", tool=params.name)
+            raise MCPError(INTERNAL_ERROR, f"{params.name}: internal error: {exc}") from None
+        text = json.dumps(result, ensure_ascii=False)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=result
+        )
+
+    server = Server(
+        "trusty-memory", version=version, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
+    if front.default_palace:
+        # stdio's handshake is answered by the edge; this covers --http sessions.
+        async def add_default_palace(ctx: Any, call_next: Any) -> Any:
+            result = await call_next(ctx)
+            if ctx.method == "initialize" and isinstance(result, dict):
+                info = dict(result.get("serverInfo") or {})
+                info["default_palace"] = front.default_palace
+                result = {**result, "serverInfo": info}
+            return result
+
+        server.middleware.append(add_default_palace)
+    return server
+
+
+# --------------------------------------------------------------------------------------
+# The async main: SDK session over the edge, optional HTTP, signals.
+
+
+async def _serve(edge: StdioEdge, front: FrontEnd, http_sock: Any, version: str) -> None:
+    import anyio
+    import mcp.types as types
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
+
+    loop = asyncio.get_running_loop()
+    server = build_server(front, version)
+    to_sdk, sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
+    sdk_out, from_sdk = anyio.create_memory_object_stream[SessionMessage](math.inf)
+    stdin_closed = asyncio.Event()
+    stop = asyncio.Event()  # a signal, or the HTTP side ended
+
+    def feed(message: Any) -> None:  # on the loop thread, in stdin order
+        if message is EOF:
+            stdin_closed.set()
+            return
+        try:
+            parsed = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+        except ValidationError as exc:
+            if "id" in message:
+                edge.forget(message["id"])
+                detail = exc.errors()[0]
+                where = ".".join(str(x) for x in detail.get("loc", ()))
+                edge.send(
+                    error_message(
+                        message["id"], INVALID_REQUEST, f"Invalid Request: {where}: {detail['msg']}"
+                    )
+                )
+            return
+        with contextlib.suppress(anyio.ClosedResourceError):
+            to_sdk.send_nowait(SessionMessage(parsed))
+
+    edge.attach(lambda message: loop.call_soon_threadsafe(feed, message))
+
+    def on_signal(signum: int) -> None:
+        front.log.info("signal received, shutting down", signal=signal.Signals(signum).name)
+        edge.stop_reading()
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+
+    async def pump_out() -> None:
+        async for session_message in from_sdk:
+            edge.emit(
+                session_message.message.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            )
+
+    async def run_sdk() -> None:
+        await server.run(sdk_in, sdk_out, server.create_initialization_options())
+
+    async def run_http() -> None:
+        from trusty_memory.client.mcp_http import serve_http
+
+        try:
+            await serve_http(server, http_sock, stop)
+        except Exception as exc:
+            front.log.error("http server failed", error=str(exc))
+        finally:
+            stop.set()  # either ending stops the other
+
+    tasks = [asyncio.create_task(run_sdk()), asyncio.create_task(pump_out())]
+    if http_sock is not None:
+        tasks.append(asyncio.create_task(run_http()))
+    front.start_background()
+    front.log.info("serving MCP on stdio", http=http_sock is not None)
+    try:
+        ended = asyncio.create_task(stdin_closed.wait())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({ended, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        ended.cancel()
+        stopped.cancel()
+        front.log.debug("stopping", reason="signal" if stop.is_set() else "stdin closed")
+        if stop.is_set():
+            edge.stop_reading()
+            grace = GRACE_S
+        else:
+            grace = EOF_DRAIN_S
+        # Let requests already handed to the SDK answer; the signal path stops waiting
+        # early, and a second signal (stop set by then) cannot extend it.
+        drained = asyncio.create_task(asyncio.to_thread(edge.wait_idle, grace))
+        waiters = {drained}
+        if not stop.is_set():
+            waiters.add(asyncio.create_task(stop.wait()))
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if not drained.done() and stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(drained), GRACE_S)
+        for waiter in waiters:
+            waiter.cancel()
+        stop.set()
+        await to_sdk.aclose()
+        await asyncio.wait(tasks, timeout=0.3)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await front.close()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+# --------------------------------------------------------------------------------------
+# Entry point.
+
+
+def _usage_error(message: str) -> int:
+    print(f"trusty-memory serve: {message}", file=sys.stderr, flush=True)
+    return USAGE_ERROR
+
+
+def _raise_shutdown(signum: int, frame: Any) -> None:
+    raise ShutdownRequested(signum)
+
+
+def run_serve(
+    palace: str | None = None, http: str | None = None, allow_remote: bool = False
+) -> int:
+    """Serve MCP on stdio (and HTTP with ``http``) until EOF or a signal; the exit code.
+
+    Bad flags (an invalid palace name, a bad or busy ``--http`` address) print one line
+    on stderr and return 2 before anything is served.
+    """
+    from trusty_memory import __version__
+
+    if palace is not None:
+        from trusty_memory.names import validate_palace_name
+        from trusty_memory.protocol import TrustyError
+
+        try:
+            validate_palace_name(palace)
+        except TrustyError as exc:
+            return _usage_error(f"--palace: {exc.message}")
+    http_sock = None
+    if http is not None:
+        from trusty_memory.client.mcp_http import AddressError, bind
+
+        try:
+            http_sock = bind(http, allow_remote)
+        except AddressError as exc:
+            return _usage_error(str(exc))
+
+    # Until the event loop owns them, a signal aborts start-up and still exits 0.
+    previous = {sig: signal.signal(sig, _raise_shutdown) for sig in (signal.SIGTERM, signal.SIGINT)}
+    edge = StdioEdge(version=__version__, default_palace=palace)
+    try:
+        edge.start()
+        # Everything below is heavy; the edge is already answering `initialize`.
+        from trusty_memory.logs import setup_logging
+
+        log = setup_logging("serve").bind(default_palace=palace)
+        edge._log = lambda event, fields: log.warning(event, **fields)
+        if http_sock is not None and not _is_loopback_sock(http_sock):
+            log.warning(
+                "serving MCP over HTTP on a non-loopback address without authentication",
+                address=http,
+            )
+        front = FrontEnd(palace, log)
+        if os.environ.get("TRUSTY_MEMORY_SERVE_DEBUG_MODULES"):
+            _report_modules_at_exit(os.environ["TRUSTY_MEMORY_SERVE_DEBUG_MODULES"])
+        asyncio.run(_serve(edge, front, http_sock, __version__))
+    except ShutdownRequested:
+        edge.stop_reading()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        edge.close()
+        if http_sock is not None:
+            http_sock.close()
+    return 0
+
+
+def _is_loopback_sock(sock: Any) -> bool:
+    from trusty_memory.client.mcp_http import is_loopback
+
+    return is_loopback(sock.getsockname()[0])
+
+
+def _report_modules_at_exit(path: str) -> None:
+    """Debug hook for tests: write the loaded module names to ``path`` at exit, so a test
+    can prove that torch and sentence-transformers never entered this process."""
+    import atexit
+
+    def dump() -> None:
+        with open(path, "w") as out:
+            out.write("\n".join(sorted(sys.modules)))
+
+    atexit.register(dump)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m trusty_memory.client.mcp_server``: the same flags as ``serve``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="trusty-memory serve", description=__doc__.split("\n")[0])
+    parser.add_argument("--palace", metavar="NAME", help="default palace for tool calls")
+    parser.add_argument("--http", metavar="ADDR", help="also serve MCP over HTTP at ADDR")
+    parser.add_argument(
+        "--allow-remote", action="store_true", help="allow a non-loopback --http address"
+    )
+    args = parser.parse_args(argv)
+    return run_serve(palace=args.palace, http=args.http, allow_remote=args.allow_remote)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,324 @@
+"""The stdio edge of ``trusty-memory serve``: framing, the handshake, and contract fixes.
+
+Everything MCP goes through the official SDK, except what happens at this edge, where the
+SDK and the contract (seeds/000) disagree or where start-up time matters:
+
+* **Framing.** One JSON object per line, UTF-8. A line that is not valid UTF-8 or JSON gets
+  ``-32700 Parse error: …`` with ``id: null`` and reading goes on (the SDK's stdio transport
+  answers nothing). A JSON array is a batch, which the contract does not support: it gets
+  ``-32600`` and none of it is processed.
+* **Methods.** The contract recognises only ``initialize``, ``ping``, ``tools/list``,
+  ``tools/call`` and the two notifications; any other request gets ``-32601 Method not
+  found: <method>`` (the SDK says ``Method not found`` and puts the method in ``data``).
+  Notifications never get an answer.
+* **The handshake.** ``initialize`` is answered *here*, at once, with the contract's
+  ``serverInfo`` (``default_palace`` only with ``--palace``), and then also handed to the
+  SDK, whose own reply is dropped. Importing the SDK costs about a second (pydantic
+  models for every protocol revision); answering the handshake before that is what keeps
+  spawn -> ``initialize`` near 100 ms, and agents time out slow servers.
+
+This module imports only the standard library, so it can start serving before anything
+heavy is loaded. Threads, not asyncio: a blocking reader thread answers the handshake
+while the main thread is still importing the SDK, and a writer thread keeps a slow
+client from ever blocking the event loop.
+
+The edge also claims fds 0 and 1: the wire moves to private duplicates and fd 1 points
+at stderr, so a stray ``print`` (ours or a library's) can never corrupt the JSON-RPC
+stream, and fd 0 reads ``/dev/null`` so child processes never steal our input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+# The handshake revisions the SDK serves (mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS,
+# kept in step by a test). Copied, because importing mcp_types costs ~250 ms.
+HANDSHAKE_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
+
+# The methods the contract recognises (seeds/000, section 6).
+REQUEST_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call"})
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+
+SERVER_NAME = "trusty-memory"
+
+EOF = object()  # handed to the sink when stdin closes
+
+Sink = Callable[[Any], None]  # receives a message dict, or EOF; called from the reader thread
+
+
+def _id_key(rid: Any) -> str:
+    # 1 and "1" are different JSON-RPC ids; their JSON spellings keep them apart.
+    return json.dumps(rid)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def negotiate_version(requested: Any) -> str:
+    """The client's protocol version if we serve it, else our latest (the SDK's rule)."""
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def initialize_result(requested_version: Any, version: str, default_palace: str | None) -> dict:
+    """The contract's ``initialize`` result."""
+    server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
+    if default_palace:
+        server_info["default_palace"] = default_palace
+    return {
+        "protocolVersion": negotiate_version(requested_version),
+        "capabilities": {"tools": {}},
+        "serverInfo": server_info,
+    }
+
+
+def error_message(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+class StdioEdge:
+    """Reads JSON-RPC lines from stdin, writes them to stdout, and fixes what the SDK
+    does differently from the contract. The SDK side plugs in with :meth:`attach`
+    (inbound) and :meth:`emit` (outbound).
+
+    Messages that arrive before :meth:`attach` are kept and replayed in order, so a
+    client may pipeline ``tools/list`` behind ``initialize`` while the SDK loads.
+    """
+
+    def __init__(
+        self,
+        *,
+        version: str,
+        default_palace: str | None = None,
+        stdin_fd: int = 0,
+        stdout_fd: int = 1,
+        log: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.version = version
+        self.default_palace = default_palace
+        self._stdin_fd = stdin_fd
+        self._stdout_fd = stdout_fd
+        self._log = log or (lambda event, fields: None)
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._sink: Sink | None = None
+        self._pending: list[Any] = []  # messages (and EOF) waiting for attach()
+        self._inflight: set[str] = set()  # ids forwarded to the SDK, not yet answered
+        self._suppress: set[str] = set()  # initialize ids whose SDK reply we drop
+        self._reading = True
+        self._out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._in_fd = -1
+        self._out_fd = -1
+        self.broken = False  # stdout went away
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Claim the std fds and start the reader and writer threads."""
+        self._in_fd = os.dup(self._stdin_fd)
+        self._out_fd = os.dup(self._stdout_fd)
+        if self._stdin_fd == 0 and self._stdout_fd == 1:
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.close(devnull)
+            os.dup2(2, 1)
+        self._writer = threading.Thread(target=self._write_loop, name="mcp-stdout", daemon=True)
+        self._writer.start()
+        threading.Thread(target=self._read_loop, name="mcp-stdin", daemon=True).start()
+
+    def stop_reading(self) -> None:
+        """Ignore stdin from now on (shutdown); lines not yet forwarded are dropped."""
+        with self._lock:
+            self._reading = False
+            self._pending = [m for m in self._pending if m is EOF]
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Flush what is queued for stdout and stop the writer."""
+        self._out.put(None)
+        if self._writer is not None:
+            self._writer.join(timeout)
+
+    def attach(self, sink: Sink) -> None:
+        """Start handing messages to ``sink``, first replaying those that waited."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            for msg in pending:
+                sink(msg)
+            self._sink = sink
+
+    # -- in-flight requests ------------------------------------------------------------
+
+    def inflight(self) -> int:
+        with self._lock:
+            return len(self._inflight)
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        """Block until every forwarded request has been answered (or ``timeout``)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._inflight, timeout)
+
+    def forget(self, rid: Any) -> None:
+        """A request that will never be answered through :meth:`emit`."""
+        with self._idle:
+            self._inflight.discard(_id_key(rid))
+            self._idle.notify_all()
+
+    # -- output ------------------------------------------------------------------------
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Queue one message for stdout (thread-safe, never blocks)."""
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        self._out.put(line.encode("utf-8"))
+
+    def emit(self, message: dict[str, Any]) -> None:
+        """A message from the SDK on its way to stdout: drop the SDK's own ``initialize``
+        reply, spell ``Method not found`` the contract's way, settle in-flight ids."""
+        if "id" in message and ("result" in message or "error" in message):
+            key = _id_key(message["id"])
+            with self._idle:
+                if key in self._suppress:
+                    self._suppress.discard(key)
+                    return
+                self._inflight.discard(key)
+                self._idle.notify_all()
+            error = message.get("error")
+            if isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND:
+                data = error.pop("data", None)
+                if error.get("message") == "Method not found" and isinstance(data, str):
+                    error["message"] = f"Method not found: {data}"
+        self.send(message)
+
+    def _write_loop(self) -> None:
+        while (chunk := self._out.get()) is not None:
+            if self.broken:
+                continue
+            try:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(self._out_fd, view) :]
+            except OSError as exc:  # the client closed our stdout: nobody is listening
+                self.broken = True
+                self._log("stdout closed", {"error": str(exc)})
+                self._deliver(EOF)
+
+    # -- input -------------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        with os.fdopen(self._in_fd, "rb", closefd=False) as stdin:
+            for raw in stdin:
+                if not self._reading:
+                    continue
+                line = raw.strip()
+                if line:
+                    self.handle_line(line)
+        self._deliver(EOF)
+
+    def handle_line(self, line: bytes) -> None:
+        """Decode one line and route it (public for tests)."""
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.send(error_message(None, PARSE_ERROR, f"Parse error: invalid UTF-8: {exc}"))
+            return
+        try:
+            message = json.loads(text, parse_constant=_reject_constant)
+        except ValueError as exc:
+            self.send(error_message(None, PARSE_ERROR, f"Parse error: {exc}"))
+            return
+        if isinstance(message, list):
+            self.send(
+                error_message(
+                    None, INVALID_REQUEST, "Invalid Request: batch requests are not supported"
+                )
+            )
+            return
+        if not isinstance(message, dict):
+            self.send(
+                error_message(None, INVALID_REQUEST, "Invalid Request: expected a JSON object")
+            )
+            return
+        self._route(message)
+
+    def _route(self, message: dict[str, Any]) -> None:
+        has_id = "id" in message
+        rid = message.get("id")
+        method = message.get("method")
+        if has_id and (isinstance(rid, bool) or not isinstance(rid, str | int)):
+            self.send(
+                error_message(
+                    None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
+                )
+            )
+            return
+        if message.get("jsonrpc") != "2.0":
+            if has_id:
+                self.send(
+                    error_message(
+                        rid, INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\""
+                    )
+                )
+            return
+        if method is None:
+            if has_id and ("result" in message or "error" in message):
+                self._deliver(message)  # the client answering a server request
+            elif has_id:
+                self.send(error_message(rid, INVALID_REQUEST, "Invalid Request: no 'method'"))
+            return
+        if not isinstance(method, str):
+            if has_id:
+                self.send(
+                    error_message(
+                        rid, INVALID_REQUEST, "Invalid Request: 'method' must be a string"
+                    )
+                )
+            return
+        if not has_id:
+            if method == "notifications/cancelled":
+                params = message.get("params")
+                if isinstance(params, dict) and "requestId" in params:
+                    self.forget(params["requestId"])  # a cancelled request gets no answer
+            self._deliver(message)  # the SDK ignores notifications it does not know
+            return
+        if method not in REQUEST_METHODS:
+            self.send(error_message(rid, METHOD_NOT_FOUND, f"Method not found: {method}"))
+            return
+        if method == "initialize":
+            params = message.get("params")
+            if not isinstance(params, dict) or not isinstance(params.get("protocolVersion"), str):
+                self.send(
+                    error_message(
+                        rid,
+                        INVALID_PARAMS,
+                        "Invalid params: initialize needs a 'protocolVersion' string",
+                    )
+                )
+                return
+            result = initialize_result(params["protocolVersion"], self.version, self.default_palace)
+            self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+            with self._lock:
+                self._suppress.add(_id_key(rid))
+        else:
+            with self._lock:
+                self._inflight.add(_id_key(rid))
+        self._deliver(message)
+
+    def _deliver(self, message: Any) -> None:
+        with self._lock:
+            if message is not EOF and not self._reading:
+                return
+            if self._sink is None:
+                self._pending.append(message)
+                return
+            sink = self._sink
+        sink(message)

@@ -1,0 +1,406 @@
+"""The contract's ten MCP tools: their schemas, argument checks and result shapes.
+
+This module is plain data plus small functions, and imports neither the ``mcp`` SDK nor
+the ZeroMQ client, so it costs nothing at start-up and can be unit-tested alone. The
+server module turns :func:`tool_definitions` into SDK ``Tool`` objects and hands every
+``tools/call`` to :func:`call_tool` with a :class:`Backend` (the daemon client).
+
+Why the front end checks arguments itself: the contract fixes the error *messages*
+(``missing 'text'``, ``memory_recall: missing 'palace' (no --palace default
+configured)``), and a bad argument should fail fast without a round trip to the daemon.
+Everything that needs storage (room normalisation, size limits, existence) stays with
+the palace worker, which is the only authority on it.
+
+Results are projected onto exactly the contract's fields, in the contract's order: the
+workers return richer records (a hit's ``room``, a palace's ``triple_count``), and a
+drop-in must not surprise integrators who compare objects.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# --------------------------------------------------------------------------------------
+# The tool table, verbatim from the contract (seeds/000, section 4).
+
+_PALACE_PROP = {
+    "type": "string",
+    "description": "Palace ID (optional if server started with --palace)",
+}
+_STR = {"type": "string"}
+
+_ROOM_FILTER_DESCRIPTION = (
+    "Filter by room type (Frontend, Backend, Testing, Planning, Documentation, Research, "
+    "Configuration, Meetings, General, or custom)"
+)
+
+# name -> (description, properties, required). ``palace`` leads ``required`` when present.
+_TABLE: dict[str, tuple[str, dict[str, Any], list[str]]] = {
+    "memory_remember": (
+        "Store a memory (drawer) in a palace room.",
+        {
+            "palace": _PALACE_PROP,
+            "text": {"type": "string", "description": "Memory content"},
+            "room": {"type": "string", "description": "Room type (optional)"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        ["palace", "text"],
+    ),
+    "memory_recall": (
+        "Recall memories using L0+L1+L2 progressive retrieval.",
+        {"palace": _STR, "query": _STR, "top_k": {"type": "integer", "default": 10}},
+        ["palace", "query"],
+    ),
+    "memory_recall_deep": (
+        "Deep recall using L3 full HNSW search.",
+        {"palace": _STR, "query": _STR, "top_k": {"type": "integer", "default": 10}},
+        ["palace", "query"],
+    ),
+    "palace_create": (
+        "Create a new memory palace.",
+        {"name": _STR, "description": _STR},
+        ["name"],
+    ),
+    "palace_list": ("List all palaces on this machine.", {}, []),
+    "kg_assert": (
+        "Assert a fact in the temporal knowledge graph.",
+        {
+            "palace": _STR,
+            "subject": _STR,
+            "predicate": _STR,
+            "object": _STR,
+            "confidence": {"type": "number", "default": 1.0},
+            "provenance": _STR,
+        },
+        ["palace", "subject", "predicate", "object"],
+    ),
+    "kg_query": (
+        "Query active knowledge-graph triples for a subject.",
+        {"palace": _STR, "subject": _STR},
+        ["palace", "subject"],
+    ),
+    "memory_list": (
+        "List drawers in a palace, optionally filtered by room type or tag.",
+        {
+            "palace": _STR,
+            "room": {"type": "string", "description": _ROOM_FILTER_DESCRIPTION},
+            "tag": {"type": "string", "description": "Filter by tag"},
+            "limit": {"type": "integer", "description": "Max results (default 50)"},
+        },
+        ["palace"],
+    ),
+    "memory_forget": (
+        "Delete a drawer from a palace by its UUID.",
+        {
+            "palace": _STR,
+            "drawer_id": {"type": "string", "description": "UUID of the drawer to delete"},
+        },
+        ["palace", "drawer_id"],
+    ),
+    "palace_info": (
+        "Get metadata and stats for a single palace.",
+        {"palace": _STR},
+        ["palace"],
+    ),
+}
+
+TOOL_NAMES: tuple[str, ...] = tuple(_TABLE)
+
+# MCP tool annotations (an addition the contract does not forbid; AutoMem's lesson, seed
+# 003): hosts use them to decide what needs a confirmation prompt.
+_READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}
+_ANNOTATIONS: dict[str, dict[str, bool]] = {
+    "memory_remember": {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+    "memory_recall": _READ_ONLY,
+    "memory_recall_deep": _READ_ONLY,
+    "palace_create": {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+    "palace_list": _READ_ONLY,
+    # Asserting closes the previous active triple for (subject, predicate): an update,
+    # but history is kept, so it is not destructive.
+    "kg_assert": {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+    "kg_query": _READ_ONLY,
+    "memory_list": _READ_ONLY,
+    "memory_forget": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
+    "palace_info": _READ_ONLY,
+}
+
+
+def tool_definitions(default_palace: str | None = None) -> list[dict[str, Any]]:
+    """The ``tools/list`` entries in wire (camelCase) form.
+
+    With a default palace, ``palace`` leaves ``required`` but stays an accepted property,
+    as the contract says. Fresh dicts every call, so callers may mutate them.
+    """
+    tools = []
+    for name, (description, properties, required) in _TABLE.items():
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": json.loads(json.dumps(properties)),
+        }
+        req = [r for r in required if not (r == "palace" and default_palace)]
+        if req:  # an empty ``required`` is invalid in older JSON Schema drafts: omit it
+            schema["required"] = req
+        tools.append(
+            {
+                "name": name,
+                "description": description,
+                "inputSchema": schema,
+                "annotations": dict(_ANNOTATIONS[name]),
+            }
+        )
+    return tools
+
+
+# --------------------------------------------------------------------------------------
+# Calling a tool.
+
+
+class ToolError(Exception):
+    """A tool call that failed; the message goes to the client as JSON-RPC ``-32603``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Backend(Protocol):
+    """What a tool call needs from the daemon: ``AsyncClient.call``'s shape.
+
+    Implementations raise ``trusty_memory.protocol.TrustyError`` on daemon errors.
+    """
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, palace: str | None = None
+    ) -> Any: ...
+
+
+class Args:
+    """Typed access to one call's ``arguments`` that raises the contract's messages.
+
+    JSON ``null`` counts as absent: some hosts send every schema property, filled or not.
+    """
+
+    def __init__(self, tool: str, arguments: dict[str, Any] | None) -> None:
+        self.tool = tool
+        self.raw = arguments or {}
+
+    def _get(self, key: str) -> Any:
+        return self.raw.get(key)
+
+    def string(self, key: str, *, required: bool = False) -> str | None:
+        value = self._get(key)
+        if value is None:
+            if required:
+                raise ToolError(f"missing '{key}'")
+            return None
+        if not isinstance(value, str):
+            raise ToolError(f"{self.tool}: '{key}' must be a string, got {_json_type(value)}")
+        return value
+
+    def strings(self, key: str) -> list[str]:
+        value = self._get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ToolError(f"{self.tool}: '{key}' must be an array of strings")
+        return list(value)
+
+    def integer(self, key: str, default: int) -> int:
+        value = self._get(key)
+        if value is None:
+            return default
+        # bool is an int in Python but not in JSON; 5.0 is a fine integer in JSON.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ToolError(f"{self.tool}: '{key}' must be an integer, got {_json_type(value)}")
+        if value < 1:
+            raise ToolError(f"{self.tool}: '{key}' must be a positive integer, got {value}")
+        return value
+
+    def unit_number(self, key: str, default: float) -> float:
+        value = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ToolError(f"{self.tool}: '{key}' must be a number, got {_json_type(value)}")
+        if not 0.0 <= value <= 1.0:
+            raise ToolError(f"{self.tool}: '{key}' must be between 0.0 and 1.0, got {value}")
+        return float(value)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def resolve_palace(args: Args, default_palace: str | None) -> str:
+    """The palace a call targets: its own argument, else the ``--palace`` default."""
+    from trusty_memory.names import validate_palace_name
+    from trusty_memory.protocol import TrustyError
+
+    palace = args.string("palace") or default_palace
+    if not palace:
+        raise ToolError(f"{args.tool}: missing 'palace' (no --palace default configured)")
+    try:
+        return validate_palace_name(palace)
+    except TrustyError as exc:
+        raise ToolError(f"{args.tool}: {exc.message}") from None
+
+
+def _pick(obj: Any, *keys: str) -> dict[str, Any]:
+    """Exactly ``keys`` from a result record, in that order (missing ones as null)."""
+    if not isinstance(obj, dict):
+        raise ToolError(f"malformed daemon result: expected an object, got {_json_type(obj)}")
+    return {k: obj.get(k) for k in keys}
+
+
+_HIT = ("drawer_id", "content", "score", "layer", "tags", "importance")
+_DRAWER = ("drawer_id", "content", "importance", "tags", "created_at")
+_TRIPLE = ("subject", "predicate", "object", "valid_from", "valid_to", "confidence", "provenance")
+
+
+def _shape_recall(data: Any) -> dict[str, Any]:
+    out = _pick(data, "palace", "query")
+    out["results"] = [_pick(hit, *_HIT) for hit in data.get("results") or []]
+    return out
+
+
+def _shape_list(data: Any) -> dict[str, Any]:
+    out = _pick(data, "palace")
+    out["drawers"] = [_pick(d, *_DRAWER) for d in data.get("drawers") or []]
+    return out
+
+
+def _shape_kg_query(data: Any) -> dict[str, Any]:
+    out = _pick(data, "subject")
+    out["triples"] = [_pick(t, *_TRIPLE) for t in data.get("triples") or []]
+    return out
+
+
+def _shape_kg_assert(data: Any) -> dict[str, Any]:
+    status = data.get("status") if isinstance(data, dict) else None
+    return {"status": status or "asserted"}
+
+
+def _shape_palace_list(data: Any) -> dict[str, Any]:
+    return {"palaces": list(_pick(data, "palaces")["palaces"] or [])}
+
+
+def _fields(*keys: str) -> Callable[[Any], dict[str, Any]]:
+    return lambda data: _pick(data, *keys)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked tool call: the daemon method, its params, and how to shape the answer."""
+
+    method: str
+    params: dict[str, Any]
+    palace: str | None
+    shape: Callable[[Any], dict[str, Any]]
+
+
+def _palace_params(name: str, a: Args) -> tuple[dict[str, Any], Callable[[Any], dict[str, Any]]]:
+    """Params and result shape of the tools that work inside one palace."""
+    if name == "memory_remember":
+        params: dict[str, Any] = {
+            "text": a.string("text", required=True),
+            "room": a.string("room"),  # passed through: the worker normalises rooms
+            "tags": a.strings("tags"),
+            # Chosen here, before the first send, so a retried call stores one drawer.
+            "drawer_id": str(uuid.uuid4()),
+        }
+        return params, _fields("drawer_id", "palace", "status")
+    if name in ("memory_recall", "memory_recall_deep"):
+        params = {"query": a.string("query", required=True), "top_k": a.integer("top_k", 10)}
+        return params, _shape_recall
+    if name == "memory_list":
+        params = {"room": a.string("room"), "tag": a.string("tag"), "limit": a.integer("limit", 50)}
+        return params, _shape_list
+    if name == "memory_forget":
+        return {"drawer_id": a.string("drawer_id", required=True)}, _fields(
+            "status", "drawer_id", "palace"
+        )
+    if name == "kg_assert":
+        params = {
+            "subject": a.string("subject", required=True),
+            "predicate": a.string("predicate", required=True),
+            "object": a.string("object", required=True),
+            "confidence": a.unit_number("confidence", 1.0),
+            "provenance": a.string("provenance"),
+        }
+        return params, _shape_kg_assert
+    if name == "kg_query":
+        return {"subject": a.string("subject", required=True)}, _shape_kg_query
+    if name == "palace_info":
+        return {}, _fields("id", "name", "drawer_count", "data_dir")
+    raise ToolError(f"unknown tool: {name}")
+
+
+def plan_call(name: str, arguments: dict[str, Any] | None, default_palace: str | None) -> Plan:
+    """Check a call's arguments and build its daemon request, without any I/O.
+
+    Everything the front end can reject, it rejects here, so a bad call fails fast
+    even when no daemon is running.
+    """
+    from trusty_memory.names import validate_palace_name
+    from trusty_memory.protocol import TrustyError
+
+    if name not in _TABLE:
+        raise ToolError(f"unknown tool: {name}")
+    a = Args(name, arguments)
+    if name == "palace_list":
+        return Plan("palace_list", {}, None, _shape_palace_list)
+    if name == "palace_create":
+        palace_name = a.string("name", required=True)
+        try:
+            validate_palace_name(palace_name)
+        except TrustyError as exc:
+            raise ToolError(f"palace_create: {exc.message}") from None
+        params = {"name": palace_name, "description": a.string("description")}
+        return Plan("palace_create", params, None, _fields("palace_id", "status"))
+    palace = resolve_palace(a, default_palace)
+    params, shape = _palace_params(name, a)
+    return Plan(name, params, palace, shape)
+
+
+async def call_tool(
+    name: str,
+    arguments: dict[str, Any] | None,
+    backend: Backend,
+    *,
+    default_palace: str | None = None,
+    before_call: Callable[[], Awaitable[None]] | None = None,
+) -> dict[str, Any]:
+    """Run one tool; return the contract's result object or raise :class:`ToolError`.
+
+    ``before_call`` runs once the arguments have passed their checks and before the
+    daemon is asked anything: the server uses it to make sure the ``--palace`` default
+    exists. Daemon errors keep their message, which already names the cause.
+    """
+    from trusty_memory.protocol import TrustyError
+
+    plan = plan_call(name, arguments, default_palace)
+    try:
+        if before_call is not None:
+            await before_call()
+        data = await backend.call(plan.method, plan.params, palace=plan.palace)
+    except TrustyError as exc:
+        raise ToolError(exc.message) from None
+    return plan.shape(data)
