@@ -417,3 +417,55 @@ def test_index_grows_beyond_initial_capacity(palace_dir):
         assert s.index.capacity > start
         assert s.info().index_count == start + 100
         assert s.recall("q", fake_embed(f"filler {start + 50}"), 1)[0].drawer_id == ids[start + 50]
+
+
+_WRITER = """
+import sys, hashlib, numpy as np
+from pathlib import Path
+from trusty_memory.config import PalaceSettings
+from trusty_memory.protocol import RememberParams
+from trusty_memory.workers.store import PalaceStore
+
+def vec(text):
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+settings = PalaceSettings(ef_construction=32, index_save_every=25)
+s = PalaceStore.open(Path(sys.argv[1]), "proj", settings)
+i = 0
+while True:
+    items = [(RememberParams(text=f"w {i + j}"), vec(f"w {i + j}")) for j in range(5)]
+    for r in s.remember_batch(items):
+        print("ACK", r.drawer_id, flush=True)  # acknowledged only after the commit
+    i += 5
+"""
+
+
+def test_kill_9_loses_no_acknowledged_write(palace_dir):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(palace_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    acked = []
+    try:
+        while len(acked) < 120:
+            line = proc.stdout.readline()
+            assert line, "writer died"
+            if line.startswith("ACK "):  # other lines are unconfigured structlog output
+                acked.append(line.split()[1])
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+    with PalaceStore.open(palace_dir, "proj", SETTINGS, create=False) as s:
+        stored = {d.drawer_id for d in s.list(ListParams(limit=1000))}
+        assert set(acked) <= stored
+        assert s.index.labels() == {r[0] for r in sql(palace_dir, "SELECT label FROM drawers")}
