@@ -60,6 +60,7 @@ class PalaceSettings:
     ef_construction: int = 200
     hnsw_m: int = 16
     batch_max: int = 256  # requests drained from the socket per loop turn
+    synchronous: str = "NORMAL"  # SQLite: NORMAL survives kill -9; FULL also power loss
 
 
 @dataclass(frozen=True)
