@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from trusty_memory import protocol as p
@@ -145,9 +147,8 @@ class PalaceWorker(Worker):
 
     def execute(self, job: Job, params, vectors: dict[str, np.ndarray]):
         method = job.request.method
-        store = self.store
         if method in ("memory_recall", "memory_recall_deep"):
-            hits = store.recall(
+            hits = self.store.recall(
                 params.query,
                 vectors[job.request.id],
                 params.top_k,
@@ -156,19 +157,10 @@ class PalaceWorker(Worker):
                 deep=method == "memory_recall_deep",
             )
             return p.RecallResult(palace=self.palace, query=params.query, results=hits)
-        if method == "memory_list":
-            return p.ListResult(palace=self.palace, drawers=store.list(params))
-        if method == "memory_forget":
-            return store.forget(params.drawer_id)
-        if method == "kg_assert":
-            return store.kg_assert(params)
-        if method == "kg_query":
-            return store.kg_query(params.subject)
-        if method == "palace_info":
-            return store.info()
-        if method == "noop":
-            return {}
-        raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
+        handler = HANDLERS.get(method)
+        if handler is None:
+            raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
+        return handler(self, params)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -180,6 +172,17 @@ class PalaceWorker(Worker):
         if self.store is not None:
             self.store.close()
         self.embedder.client.close()
+
+
+# Methods that need no vector: one line each, ``(worker, params) -> result``.
+HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
+    "memory_list": lambda w, params: p.ListResult(palace=w.palace, drawers=w.store.list(params)),
+    "memory_forget": lambda w, params: w.store.forget(params.drawer_id),
+    "kg_assert": lambda w, params: w.store.kg_assert(params),
+    "kg_query": lambda w, params: w.store.kg_query(params.subject),
+    "palace_info": lambda w, params: w.store.info(),
+    "noop": lambda w, params: {},
+}
 
 
 def _error(job: Job, exc: p.TrustyError) -> bytes:
