@@ -52,7 +52,7 @@ def bind(addr: str, allow_remote: bool) -> socket.socket:
     host, port = parse_addr(addr)
     if not is_loopback(host) and not allow_remote:
         raise AddressError(
-            f"refusing to serve HTTP on non-loopback address {addr!r}: the endpoint is "
+            f"refusing --http address {addr!r}: it is not a loopback address and the endpoint is "
             "unauthenticated; pass --allow-remote to do it anyway"
         )
     try:

@@ -1,0 +1,155 @@
+"""``--http ADDR``: the SDK's streamable-HTTP endpoint beside stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.mcp.conftest import INIT_PARAMS, SERVE, serve_env, wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_fails(home, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*SERVE, *args], input=b"", capture_output=True, env=serve_env(home), timeout=30
+    )
+
+
+@pytest.mark.parametrize(
+    ("addr", "needle"),
+    [
+        ("nonsense", "expected HOST:PORT"),
+        ("127.0.0.1:99999", "port must be"),
+        ("127.0.0.1:http", "port must be"),
+        ("::1:3031", "[::1]:PORT"),
+        ("no-such-host.invalid:3031", "refusing"),
+        ("8.8.8.8:3031", "refusing"),
+        ("0.0.0.0:3031", "--allow-remote"),
+    ],
+)
+def test_bad_addresses_exit_2(mcp_home, addr, needle):
+    out = run_fails(mcp_home, "--http", addr)
+    assert out.returncode == 2
+    assert out.stdout == b""
+    err = out.stderr.decode()
+    assert "--http" in err and needle in err, err
+
+
+def test_port_in_use_exits_2(mcp_home):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        out = run_fails(mcp_home, "--http", f"127.0.0.1:{busy.getsockname()[1]}")
+    assert out.returncode == 2
+    assert "cannot listen" in out.stderr.decode()
+
+
+def test_bad_palace_name_exits_2(mcp_home):
+    out = run_fails(mcp_home, "--palace", "../escape")
+    assert out.returncode == 2
+    assert "invalid palace name" in out.stderr.decode()
+
+
+def _listening(port: int) -> list[str]:
+    """Local addresses (hex, as /proc/net/tcp spells them) listening on ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                addr, hexport = local.split(":")
+                if state == "0A" and int(hexport, 16) == port:
+                    found.append(addr)
+    return found
+
+
+async def _http_session(url: str):
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
+        init = await s.initialize()
+        tools = await s.list_tools()
+        with pytest.raises(MCPError) as info:
+            await s.call_tool("memory_recall", {})
+        return init, tools, info.value
+
+
+def _raw_initialize(port: int) -> dict:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
+    ).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp",
+        data=body,
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        text = response.read().decode()
+    if text.lstrip().startswith("{"):
+        return json.loads(text)
+    data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    return json.loads(next(d for d in data if d))
+
+
+def test_http_companion_serves_the_same_tools(raw_serve):
+    port = free_port()
+    s = raw_serve(
+        "--http",
+        f"127.0.0.1:{port}",
+        "--palace",
+        "proj",
+        TRUSTY_MEMORY_BROKER_FRONTEND="tcp://127.0.0.1:9",
+    )
+    assert s.initialize()["result"]["serverInfo"]["default_palace"] == "proj"
+    assert wait_for(lambda: _listening(port), 10)
+    assert _listening(port) == ["0100007F"]  # bound to 127.0.0.1 only
+    init, tools, error = asyncio.run(_http_session(f"http://127.0.0.1:{port}/mcp"))
+    assert init.server_info.name == "trusty-memory"
+    # the SDK client model drops unknown fields: look at the wire for default_palace
+    assert _raw_initialize(port)["result"]["serverInfo"]["default_palace"] == "proj"
+    assert len(tools.tools) == 10
+    assert error.code == -32603 and error.message == "missing 'query'"
+    # stdio still works beside it
+    assert len(s.call(1, "tools/list")["result"]["tools"]) == 10
+    # stdin EOF stops the HTTP side too
+    s.close_stdin()
+    assert s.wait(10) == 0
+    assert not _listening(port)
+
+
+def test_http_stops_on_sigterm_within_2s(raw_serve):
+    port = free_port()
+    s = raw_serve("--http", f"127.0.0.1:{port}")
+    s.initialize()
+    assert wait_for(lambda: _listening(port), 10)
+    t0 = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.wait(5) == 0
+    assert time.monotonic() - t0 < 2.0
+    assert not _listening(port)
+
+
+def test_allow_remote_warns(raw_serve):
+    port = free_port()
+    s = raw_serve("--http", f"0.0.0.0:{port}", "--allow-remote")
+    s.initialize()
+    assert wait_for(lambda: "without authentication" in s.stderr_text(), 10), s.stderr_text()
+    assert _listening(port) == ["00000000"]
+    s.close_stdin()
+    assert s.wait(10) == 0
