@@ -77,7 +77,9 @@ class PalaceWorker(Worker):
                 work.append((job, params))
             except p.TrustyError as exc:
                 replies.append(Reply(job.client, job.request.id, _error(job, exc)))
+        t0 = time.perf_counter()
         vectors, embed_error = self.embed_all(work)
+        t1 = time.perf_counter()
         remembers: list[tuple[Job, p.RememberParams, np.ndarray]] = []
         for job, params in work:
             if job.request.id in embed_error:
@@ -91,6 +93,12 @@ class PalaceWorker(Worker):
                 remembers = []
                 replies.append(reply_to(job, lambda j=job, pr=params: self.execute(j, pr, vectors)))
         replies.extend(self.commit_remembers(remembers))
+        self.log.debug(
+            "batch",
+            jobs=len(jobs),
+            embed_ms=round((t1 - t0) * 1000, 2),
+            store_ms=round((time.perf_counter() - t1) * 1000, 2),
+        )
         return replies
 
     def check_text(self, method: str, params: object) -> None:
