@@ -232,8 +232,8 @@ async def _serve(edge: StdioEdge, front: FrontEnd, http_sock: Any, version: str)
 
         try:
             await serve_http(server, http_sock, stop)
-        except Exception as exc:
-            front.log.error("http server failed", error=str(exc))
+        except (Exception, SystemExit) as exc:  # uvicorn sys.exit()s on a failed start
+            front.log.error("http server failed", error=repr(exc))
         finally:
             stop.set()  # either ending stops the other
 

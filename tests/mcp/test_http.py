@@ -129,7 +129,7 @@ def test_http_companion_serves_the_same_tools(raw_serve):
     assert len(s.call(1, "tools/list")["result"]["tools"]) == 10
     # stdin EOF stops the HTTP side too
     s.close_stdin()
-    assert s.wait(10) == 0
+    assert s.wait(10) == 0, s.stderr_text()
     assert not _listening(port)
 
 
@@ -140,7 +140,7 @@ def test_http_stops_on_sigterm_within_2s(raw_serve):
     assert wait_for(lambda: _listening(port), 10)
     t0 = time.monotonic()
     s.proc.send_signal(signal.SIGTERM)
-    assert s.wait(5) == 0
+    assert s.wait(5) == 0, s.stderr_text()
     assert time.monotonic() - t0 < 2.0
     assert not _listening(port)
 
@@ -152,4 +152,4 @@ def test_allow_remote_warns(raw_serve):
     assert wait_for(lambda: "without authentication" in s.stderr_text(), 10), s.stderr_text()
     assert _listening(port) == ["00000000"]
     s.close_stdin()
-    assert s.wait(10) == 0
+    assert s.wait(10) == 0, s.stderr_text()
