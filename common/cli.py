@@ -141,6 +141,67 @@ def cmd_palace(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from trusty_memory.client import bulk
+
+    client = _client()
+    total = client.palace_info(args.palace).drawer_count
+    progress = bulk.Progress(f"export {args.palace}", total=total)
+    if args.output in (None, "-"):
+        summary = bulk.export_jsonl(
+            client, args.palace, sys.stdout.buffer, vectors=not args.no_vectors, progress=progress
+        )
+    else:
+        with open(args.output, "wb") as out:
+            summary = bulk.export_jsonl(
+                client, args.palace, out, vectors=not args.no_vectors, progress=progress
+            )
+    progress.close()
+    print(f"exported {summary.drawers} drawers, {summary.triples} triples", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args) -> int:
+    from trusty_memory.client import bulk
+    from trusty_memory.config import load_config
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    client = _client()
+    if not args.dry_run:
+        try:
+            client.palace_create(args.palace)
+        except TrustyError as exc:
+            if exc.code != ErrorCode.PALACE_EXISTS:
+                raise
+    progress = bulk.Progress(f"import {args.palace}")
+    options = {
+        "max_text_bytes": load_config().palace.max_text_bytes,
+        "batch_size": args.batch_size,
+        "dry_run": args.dry_run,
+        "progress": progress,
+    }
+    if args.file == "-":
+        summary = bulk.import_jsonl(client, args.palace, sys.stdin.buffer, **options)
+    else:
+        with open(args.file, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            summary = bulk.import_jsonl(client, args.palace, stream, total_bytes=size, **options)
+    progress.close()
+    for bad in summary.bad[: bulk.MAX_BAD_SHOWN]:
+        print(f"line {bad.lineno}: {bad.error}", file=sys.stderr)
+    if len(summary.bad) > bulk.MAX_BAD_SHOWN:
+        print(f"... and {len(summary.bad) - bulk.MAX_BAD_SHOWN} more bad lines", file=sys.stderr)
+    if summary.error:
+        print(f"import stopped: {summary.error} (re-run to resume)", file=sys.stderr)
+    text = (
+        f"imported {summary.imported}, skipped {summary.skipped} existing,"
+        f" {len(summary.bad)} bad lines ({summary.held_back} good lines held back with them);"
+        f" triples imported {summary.triples_imported}, skipped {summary.triples_skipped}"
+    )
+    _print(args, summary.as_dict(), text)
+    return 0 if summary.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trusty-memory", description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -188,6 +249,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("palace")
     s.add_argument("drawer_id")
     s.set_defaults(fn=cmd_forget)
+
+    s = sub.add_parser("export", help="write a palace as JSON lines (drawers, vectors, triples)")
+    s.add_argument("palace")
+    s.add_argument("-o", "--output", help="file to write (default: stdout)")
+    s.add_argument("--no-vectors", action="store_true", help="leave vectors out (smaller)")
+    s.set_defaults(fn=cmd_export)
+
+    s = sub.add_parser("import", help="load JSON lines into a palace (idempotent by drawer id)")
+    s.add_argument("palace")
+    s.add_argument("file", help="JSONL file, or - for stdin")
+    s.add_argument("--batch-size", type=int, default=500, help="lines per transaction")
+    s.add_argument("--dry-run", action="store_true", help="validate every line, send nothing")
+    s.set_defaults(fn=cmd_import)
 
     s = sub.add_parser("palace", help="list, create or inspect palaces")
     s.add_argument("action", choices=["list", "create", "info"])

@@ -208,6 +208,47 @@ class EmbedParams(msgspec.Struct, kw_only=True):
     texts: list[str]
 
 
+class ImportDrawer(msgspec.Struct, kw_only=True):
+    """One drawer of a bulk import, stored as given (id, time and hits included)."""
+
+    drawer_id: str
+    content: str
+    room: str | None = None
+    tags: list[str] = []
+    importance: float = 0.5
+    created_at: str | None = None
+    hits: int = 0
+    metadata: dict[str, Any] | None = None
+    # Little-endian float32 bytes, dim x 4. None: the worker embeds ``content``.
+    vector: bytes | None = None
+
+
+class ImportTriple(msgspec.Struct, kw_only=True):
+    subject: str
+    predicate: str
+    object: str
+    valid_from: str
+    valid_to: str | None = None
+    confidence: float = 1.0
+    provenance: str | None = None
+
+
+class ImportParams(msgspec.Struct, kw_only=True):
+    """One ``palace_import`` request is one transaction: all of it is stored, or none."""
+
+    drawers: list[ImportDrawer] = []
+    triples: list[ImportTriple] = []
+
+
+class ExportParams(msgspec.Struct, kw_only=True):
+    """A page of ``kind`` ("drawers" or "triples") with cursor (label / triple id) > ``after``."""
+
+    kind: str = "drawers"
+    after: int = 0
+    limit: int = 500
+    vectors: bool = True
+
+
 # ---------------------------------------------------------------------------
 # Results. Field names are the contract's where the contract names them.
 
@@ -281,6 +322,31 @@ class PalaceInfo(msgspec.Struct, kw_only=True):
     index_count: int = 0
 
 
+class ImportResult(msgspec.Struct, kw_only=True):
+    imported: int
+    skipped: int  # drawer ids already in the palace (or repeated in the batch)
+    triples_imported: int = 0
+    triples_skipped: int = 0  # identical triples already present
+
+
+class ExportDrawer(msgspec.Struct, kw_only=True):
+    drawer_id: str
+    content: str
+    room: str
+    tags: list[str]
+    importance: float
+    created_at: str
+    hits: int = 0
+    metadata: dict[str, Any] | None = None
+    vector: bytes | None = None
+
+
+class ExportResult(msgspec.Struct, kw_only=True):
+    drawers: list[ExportDrawer] = []
+    triples: list[Triple] = []
+    next_after: int | None = None  # None: this was the last page
+
+
 class EmbedResult(msgspec.Struct, kw_only=True):
     # Row-major float32 bytes, len(texts) x dim: compact and zero-copy into numpy.
     vectors: bytes
@@ -289,9 +355,17 @@ class EmbedResult(msgspec.Struct, kw_only=True):
 
 # Methods, by who answers them.
 BROKER_METHODS = frozenset({"ping", "status", "palace_list", "palace_create"})
-PALACE_WRITE_METHODS = frozenset({"memory_remember", "memory_forget", "kg_assert"})
+PALACE_WRITE_METHODS = frozenset({"memory_remember", "memory_forget", "kg_assert", "palace_import"})
 PALACE_READ_METHODS = frozenset(
-    {"memory_recall", "memory_recall_deep", "memory_list", "kg_query", "palace_info", "noop"}
+    {
+        "memory_recall",
+        "memory_recall_deep",
+        "memory_list",
+        "kg_query",
+        "palace_info",
+        "palace_export",
+        "noop",
+    }
 )
 PALACE_METHODS = PALACE_WRITE_METHODS | PALACE_READ_METHODS
 EMBEDDER_METHODS = frozenset({"embed"})
@@ -307,6 +381,8 @@ PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "kg_query": KgQueryParams,
     "palace_info": PalaceParams,
     "noop": PalaceParams,
+    "palace_import": ImportParams,
+    "palace_export": ExportParams,
     "embed": EmbedParams,
 }
 

@@ -22,6 +22,7 @@ from trusty_memory.client.sync import Client
 from trusty_memory.config import Config, load_config
 from trusty_memory.logs import setup_logging
 from trusty_memory.names import validate_palace_name
+from trusty_memory.workers import bulk
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 from trusty_memory.workers.embedding import DIM
 from trusty_memory.workers.store import PalaceStore
@@ -190,6 +191,8 @@ HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
     "kg_query": lambda w, params: w.store.kg_query(params.subject),
     "palace_info": lambda w, params: w.store.info(),
     "noop": lambda w, params: {},
+    "palace_import": lambda w, params: bulk.import_batch(w.store, params, w.embedder.encode),
+    "palace_export": lambda w, params: bulk.export_page(w.store, params),
 }
 
 

@@ -1,0 +1,331 @@
+"""Streaming JSONL import and export of a palace, on top of ``Client.call``.
+
+The file format, one JSON object per line (``type`` says which)::
+
+    {"type": "header", "format": "trusty-memory/1", "palace": "...", "dim": 384}   optional
+    {"type": "drawer", "drawer_id": "<uuid>", "content": "...", "room": "General",
+     "tags": [], "importance": 0.5, "created_at": "2026-01-01T00:00:00Z", "hits": 0,
+     "metadata": {...}, "vector": "<base64 float32>" | [384 numbers]}    vector optional
+    {"type": "triple", "subject": "...", "predicate": "...", "object": "...",
+     "valid_from": "...", "valid_to": null, "confidence": 1.0, "provenance": null}
+
+Import reads the stream line by line and sends batches of ``batch_size`` lines, each as one
+``palace_import`` request, which the palace worker stores as one transaction. Every line
+of a batch is validated here first (with the worker's own checks, ``workers/bulk.py``); a
+batch holding a bad line is not sent at all, so a file is never half-imported batch-wise,
+and every bad line is reported with its number and cause. Import is idempotent by drawer
+id, so after a failure the same command can simply be run again.
+
+Export pages through the worker (``palace_export`` with a cursor), writing each page as
+it arrives: memory stays flat whatever the palace size. Vectors are written as base64
+little-endian float32, so an export re-imports byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import msgspec
+from trusty_memory import protocol as p
+from trusty_memory.client.sync import Client
+from trusty_memory.workers.bulk import check_drawer, check_triple
+
+FORMAT = "trusty-memory/1"
+DIM = 384
+BATCH_SIZE = 500
+EXPORT_PAGE = 1000
+MAX_BAD_SHOWN = 100
+# Per-request deadline of an import batch: a base that covers a cold embedder loading its
+# model, plus a per-line allowance (hnswlib adds ~1,000-1,600 vectors/s at
+# ef_construction=200 on 2 cores, embedding ~250 texts/s).
+IMPORT_BASE_TIMEOUT_S = 150.0
+IMPORT_PER_VECTOR_S = 0.01
+IMPORT_PER_EMBED_S = 0.05
+
+
+class HeaderLine(msgspec.Struct, tag="header", tag_field="type", kw_only=True):
+    format: str | None = None
+    palace: str | None = None
+    dim: int | None = None
+
+
+class DrawerLine(msgspec.Struct, tag="drawer", tag_field="type", kw_only=True):
+    drawer_id: str
+    content: str
+    room: str | None = None
+    tags: list[str] = []
+    importance: float = 0.5
+    created_at: str | None = None
+    hits: int = 0
+    metadata: dict[str, Any] | None = None
+    # Bytes decode from (and encode to) base64 in JSON.
+    vector: list[float] | bytes | None = None
+
+
+class TripleLine(msgspec.Struct, tag="triple", tag_field="type", kw_only=True):
+    subject: str
+    predicate: str
+    object: str
+    valid_from: str
+    valid_to: str | None = None
+    confidence: float = 1.0
+    provenance: str | None = None
+
+
+Line = HeaderLine | DrawerLine | TripleLine
+_line_decoder = msgspec.json.Decoder(Line)
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass
+class BadLine:
+    lineno: int
+    error: str
+
+
+@dataclass
+class ImportSummary:
+    lines: int = 0
+    imported: int = 0
+    skipped: int = 0  # drawer ids already in the palace
+    triples_imported: int = 0
+    triples_skipped: int = 0
+    held_back: int = 0  # good lines not sent because their batch held a bad one
+    bad: list[BadLine] = field(default_factory=list)
+    error: str | None = None  # a batch the worker refused for a reason not in the lines
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad and self.error is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lines": self.lines,
+            "imported": self.imported,
+            "skipped_existing": self.skipped,
+            "triples_imported": self.triples_imported,
+            "triples_skipped": self.triples_skipped,
+            "bad_lines": len(self.bad),
+            "held_back": self.held_back,
+            "error": self.error,
+        }
+
+
+class Progress:
+    """A one-line progress report on stderr, redrawn with ``\\r``; silent when not a TTY."""
+
+    def __init__(self, label: str, total: int | None = None, stream: IO[str] | None = None):
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.label = label
+        self.total = total
+        self.started = time.monotonic()
+        self.last_draw = 0.0
+
+    def update(self, done: int, unit: str = "lines", fraction: float | None = None) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last_draw < 0.2:
+            return
+        self.last_draw = now
+        rate = done / max(now - self.started, 1e-9)
+        if fraction is None and self.total:
+            fraction = done / self.total
+        pct = f" {100 * fraction:5.1f}%" if fraction is not None else ""
+        self.stream.write(f"\r{self.label}:{pct} {done:,} {unit}, {rate:,.0f}/s ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.last_draw:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# -- import --------------------------------------------------------------------------
+
+
+def parse_line(
+    raw: bytes, max_text_bytes: int, dim: int = DIM
+) -> p.ImportDrawer | p.ImportTriple | None:
+    """One JSONL line as what ``palace_import`` takes (None: header or blank line).
+
+    Raises ``ValueError`` naming the cause (msgspec names the field: ``at `$.content```).
+    """
+    if not raw.strip():
+        return None
+    try:
+        line = _line_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    try:
+        if isinstance(line, DrawerLine):
+            drawer = p.ImportDrawer(
+                drawer_id=line.drawer_id,
+                content=line.content,
+                room=line.room,
+                tags=line.tags,
+                importance=line.importance,
+                created_at=line.created_at,
+                hits=line.hits,
+                metadata=line.metadata,
+                vector=line.vector,  # checked and turned into unit float32 bytes below
+            )
+            checked = check_drawer(drawer, dim, max_text_bytes)
+            drawer.vector = checked.vector
+            drawer.drawer_id = checked.id
+            return drawer
+        if isinstance(line, TripleLine):
+            triple = p.ImportTriple(**msgspec.structs.asdict(line))
+            check_triple(triple)
+            return triple
+    except p.TrustyError as exc:
+        raise ValueError(exc.message) from None
+    if line.dim is not None and line.dim != dim:
+        raise ValueError(f"header: vectors are {line.dim}-d; this palace takes {dim}")
+    return None
+
+
+def import_jsonl(
+    client: Client,
+    palace: str,
+    stream: IO[bytes],
+    *,
+    max_text_bytes: int,
+    batch_size: int = BATCH_SIZE,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    total_bytes: int | None = None,
+) -> ImportSummary:
+    """Import a JSONL stream into ``palace`` batch by batch; see the module doc."""
+    summary = ImportSummary()
+    batch: list[tuple[int, p.ImportDrawer | p.ImportTriple]] = []
+    batch_bad = False
+    read = 0
+    for lineno, raw in enumerate(stream, start=1):
+        summary.lines = lineno
+        read += len(raw)
+        try:
+            item = parse_line(raw, max_text_bytes)
+        except ValueError as exc:
+            summary.bad.append(BadLine(lineno, str(exc)))
+            batch_bad = True
+            item = None
+        if item is not None:
+            batch.append((lineno, item))
+        if len(batch) >= batch_size:
+            if not _flush(client, palace, batch, batch_bad, dry_run, summary):
+                return summary
+            batch, batch_bad = [], False
+        if progress is not None:
+            progress.update(lineno, fraction=read / total_bytes if total_bytes else None)
+    if batch or batch_bad:
+        _flush(client, palace, batch, batch_bad, dry_run, summary)
+    return summary
+
+
+def _flush(
+    client: Client,
+    palace: str,
+    batch: list[tuple[int, p.ImportDrawer | p.ImportTriple]],
+    has_bad: bool,
+    dry_run: bool,
+    summary: ImportSummary,
+) -> bool:
+    """Send one batch (unless it holds a bad line); False: stop, the worker failed."""
+    if has_bad or dry_run:
+        if has_bad:
+            summary.held_back += len(batch)
+        return True
+    if not batch:
+        return True
+    drawers = [item for _, item in batch if isinstance(item, p.ImportDrawer)]
+    triples = [item for _, item in batch if isinstance(item, p.ImportTriple)]
+    embeds = sum(1 for d in drawers if d.vector is None)
+    timeout = (
+        IMPORT_BASE_TIMEOUT_S + IMPORT_PER_VECTOR_S * len(drawers) + IMPORT_PER_EMBED_S * embeds
+    )
+    try:
+        data = client.call(
+            "palace_import",
+            {"drawers": drawers, "triples": triples},
+            palace=palace,
+            timeout=timeout,
+        )
+    except p.TrustyError as exc:
+        where = _line_of(exc.message, batch, drawers, triples)
+        if where is not None and exc.code.family == "validation":
+            summary.bad.append(BadLine(where, exc.message))
+            summary.held_back += len(batch) - 1
+            return True
+        first, last = batch[0][0], batch[-1][0]
+        summary.held_back += len(batch)
+        summary.error = f"lines {first}-{last}: [{int(exc.code)}] {exc.message}"
+        return False
+    result = p.convert(data, p.ImportResult)
+    summary.imported += result.imported
+    summary.skipped += result.skipped
+    summary.triples_imported += result.triples_imported
+    summary.triples_skipped += result.triples_skipped
+    return True
+
+
+def _line_of(message: str, batch, drawers, triples) -> int | None:
+    """The line number behind a worker error that names ``drawers[i]`` or ``triples[i]``."""
+    match = re.search(r"\b(drawers|triples)\[(\d+)\]", message)
+    if match is None:
+        return None
+    items = drawers if match.group(1) == "drawers" else triples
+    i = int(match.group(2))
+    if i >= len(items):
+        return None
+    target = items[i]
+    return next((lineno for lineno, item in batch if item is target), None)
+
+
+# -- export --------------------------------------------------------------------------
+
+
+@dataclass
+class ExportSummary:
+    drawers: int = 0
+    triples: int = 0
+
+
+def export_jsonl(
+    client: Client,
+    palace: str,
+    out: IO[bytes],
+    *,
+    vectors: bool = True,
+    page_size: int = EXPORT_PAGE,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write ``palace`` as JSONL to ``out``: a header, every drawer, every triple."""
+    summary = ExportSummary()
+    header = HeaderLine(format=FORMAT, palace=palace, dim=DIM if vectors else None)
+    out.write(_encoder.encode(header) + b"\n")
+    for kind in ("drawers", "triples"):
+        after = 0
+        while True:
+            params = {"kind": kind, "after": after, "limit": page_size, "vectors": vectors}
+            page = p.convert(client.call("palace_export", params, palace=palace), p.ExportResult)
+            lines = [_encoder.encode(DrawerLine(**msgspec.structs.asdict(d))) for d in page.drawers]
+            lines += [
+                _encoder.encode(TripleLine(**msgspec.structs.asdict(t))) for t in page.triples
+            ]
+            if lines:
+                out.write(b"\n".join(lines) + b"\n")
+            summary.drawers += len(page.drawers)
+            summary.triples += len(page.triples)
+            if progress is not None:
+                progress.update(summary.drawers + summary.triples, unit="records")
+            if page.next_after is None:
+                break
+            after = page.next_after
+    out.flush()
+    return summary

@@ -1,0 +1,199 @@
+"""``trusty-memory export`` / ``import`` against the real daemon: round trip, idempotence,
+bad lines, vectors kept byte for byte, triples (closed ones too)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trusty_memory.client.sync import Client
+
+DIM = 384
+
+
+@pytest.fixture(scope="module")
+def client(daemon):
+    c = Client(daemon.config, autostart=False)
+    yield c
+    c.close()
+
+
+def cli(daemon, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """Run the real ``trusty-memory`` command against the test daemon."""
+    return subprocess.run(
+        [sys.executable, "-m", "trusty_memory.cli", *args],
+        env=daemon.env,
+        input=stdin,
+        capture_output=True,
+        timeout=180,
+    )
+
+
+def records(path: Path) -> list[dict]:
+    """The drawer and triple lines of an export (the header names the palace)."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert lines[0]["type"] == "header"
+    return lines[1:]
+
+
+def unit(seed: int) -> np.ndarray:
+    vec = np.random.default_rng(seed).standard_normal(DIM).astype("<f4")
+    return vec / np.linalg.norm(vec)
+
+
+def drawer_line(i: int, **fields) -> dict:
+    line = {
+        "type": "drawer",
+        "drawer_id": str(uuid.UUID(int=i + 1)),
+        "content": f"imported note number {i} about caching",
+        "room": "Backend",
+        "tags": ["bulk"],
+        "importance": 0.5,
+        "created_at": "2025-03-01T10:00:00Z",
+        "vector": base64.b64encode(unit(i).tobytes()).decode(),
+    }
+    return {**line, **fields}
+
+
+def write_jsonl(path: Path, lines: list) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+def test_round_trip_is_exact(client, daemon, tmp_path):
+    client.palace_create("src")
+    ids = [
+        client.remember(
+            "src",
+            "The API gateway validates JWT tokens with RS256.",
+            room="Backend",
+            tags=["auth", "jwt"],
+            importance=0.9,
+        ).drawer_id,
+        client.remember(
+            "src",
+            "We deploy with blue-green releases on Fridays.",
+            room="ops",
+            created_at="2024-05-06T07:08:09Z",
+            metadata={"speaker": "bob"},
+        ).drawer_id,
+        client.remember("src", "Postgres 16 is the primary database.", tags=["db"]).drawer_id,
+    ]
+    client.recall("src", "how are tokens validated?")  # hits are exported too
+    client.kg_assert("src", "alice", "works_on", "billing", provenance="standup")
+    client.kg_assert("src", "alice", "works_on", "search", confidence=0.7)  # closes billing
+    exported = tmp_path / "src.jsonl"
+    done = cli(daemon, "export", "src", "-o", str(exported))
+    assert done.returncode == 0, done.stderr
+
+    done = cli(daemon, "import", "dst", str(exported))
+    assert done.returncode == 0, done.stderr
+    assert b"imported 3" in done.stdout
+    again = tmp_path / "dst.jsonl"
+    assert cli(daemon, "export", "dst", "-o", str(again)).returncode == 0
+
+    src, dst = records(exported), records(again)
+    assert src == dst  # content, room, tags, importance, created_at, hits, metadata, vectors
+    assert {r["drawer_id"] for r in src if r["type"] == "drawer"} == set(ids)
+    triples = [r for r in dst if r["type"] == "triple"]
+    assert [(t["object"], t["valid_to"] is None) for t in triples] == [
+        ("billing", False),
+        ("search", True),
+    ]
+    # The imported palace is searchable and its KG answers like the source.
+    top = client.recall("dst", "how are tokens validated?", top_k=1).results[0]
+    assert top.drawer_id == ids[0]
+    assert [t.object for t in client.kg_query("dst", "alice").triples] == ["search"]
+
+
+def test_reimport_is_idempotent_and_stdin_works(client, daemon, tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [drawer_line(i) for i in range(30)])
+    first = cli(daemon, "--json", "import", "idem", "-", stdin=path.read_bytes())
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["imported"] == 30
+    second = cli(daemon, "--json", "import", "idem", str(path), "--batch-size", "7")
+    assert second.returncode == 0, second.stderr
+    summary = json.loads(second.stdout)
+    assert summary["imported"] == 0 and summary["skipped_existing"] == 30
+    info = client.palace_info("idem")
+    assert info.drawer_count == 30 and info.index_count == 30
+
+
+def test_bad_lines_are_reported_and_their_batch_is_not_imported(client, daemon, tmp_path):
+    lines: list = [drawer_line(100 + i) for i in range(15)]
+    lines[6] = drawer_line(106, content="")  # line 7
+    lines[8] = drawer_line(108, vector=[0.1, 0.2])  # line 9
+    lines[12] = "{not json"  # line 13
+    path = write_jsonl(tmp_path / "bad.jsonl", lines)
+    done = cli(daemon, "--json", "import", "badlines", str(path), "--batch-size", "5")
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert "line 7: content: must be a non-empty string" in err
+    assert "line 9: vector: expected 384 dimensions, got 2" in err
+    assert "line 13: not JSON" in err
+    summary = json.loads(done.stdout)
+    assert summary["bad_lines"] == 3 and summary["imported"] == 5
+    assert summary["held_back"] == 7  # the good lines of batches 2 and 3
+    listed = client.list("badlines", limit=100).drawers
+    assert {d.drawer_id for d in listed} == {str(uuid.UUID(int=101 + i)) for i in range(5)}
+
+
+def test_worker_refuses_a_bad_batch_whole(client):
+    """The worker's own check (a client that skipped validation): nothing is written."""
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    client.palace_create("atomic")
+    good = {"drawer_id": str(uuid.uuid4()), "content": "fine", "vector": unit(1).tobytes()}
+    bad = {"drawer_id": str(uuid.uuid4()), "content": "bad", "vector": b"\x00" * (DIM * 4)}
+    with pytest.raises(TrustyError) as err:
+        client.call("palace_import", {"drawers": [good, bad]}, palace="atomic")
+    assert err.value.code == ErrorCode.INVALID_PARAMS
+    assert "drawers[1]" in err.value.message and "non-zero" in err.value.message
+    assert client.palace_info("atomic").drawer_count == 0
+
+
+def test_vectors_are_honoured_not_re_embedded(client, daemon, tmp_path):
+    given = unit(7)
+    scaled = unit(8) * 3.0  # not unit length: stored normalised
+    lines = [
+        drawer_line(200, content="totally unrelated words", vector=given.tolist()),
+        drawer_line(
+            201,
+            content="more unrelated words",
+            vector=base64.b64encode(scaled.astype("<f4").tobytes()).decode(),
+        ),
+        drawer_line(202, content="The staging cluster runs Kubernetes 1.30."),
+    ]
+    del lines[2]["vector"]  # this one is embedded by the daemon
+    path = write_jsonl(tmp_path / "v.jsonl", lines)
+    assert cli(daemon, "import", "vecs", str(path)).returncode == 0
+    out = tmp_path / "v-out.jsonl"
+    assert cli(daemon, "export", "vecs", "-o", str(out)).returncode == 0
+    vectors = {
+        r["drawer_id"]: np.frombuffer(base64.b64decode(r["vector"]), dtype="<f4")
+        for r in records(out)
+    }
+    assert vectors[lines[0]["drawer_id"]].tobytes() == given.astype("<f4").tobytes()
+    assert np.allclose(vectors[lines[1]["drawer_id"]], scaled / np.linalg.norm(scaled), atol=1e-6)
+    embedded = vectors[lines[2]["drawer_id"]]
+    assert abs(float(np.linalg.norm(embedded)) - 1.0) < 1e-4
+    # Embedded from its text: a query about it finds it first.
+    top = client.recall("vecs", "Which Kubernetes version does staging run?", top_k=1)
+    assert top.results[0].drawer_id == lines[2]["drawer_id"]
+
+
+def test_export_without_vectors_and_dry_run(client, daemon, tmp_path):
+    path = write_jsonl(tmp_path / "d.jsonl", [drawer_line(300 + i) for i in range(4)])
+    done = cli(daemon, "--json", "import", "dry", str(path), "--dry-run")
+    assert done.returncode == 0 and json.loads(done.stdout)["imported"] == 0
+    assert cli(daemon, "import", "slim", str(path)).returncode == 0
+    done = cli(daemon, "export", "slim", "--no-vectors")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(x) for x in done.stdout.decode().splitlines()][1:]
+    assert len(rows) == 4 and all(r["vector"] is None for r in rows)
