@@ -327,7 +327,7 @@ def run_serve(
         from trusty_memory.logs import setup_logging
 
         log = setup_logging("serve").bind(default_palace=palace)
-        edge._log = lambda event, fields: log.warning(event, **fields)
+        edge.log = lambda event, fields: log.warning(event, **fields)
         if http_sock is not None and not _is_loopback_sock(http_sock):
             log.warning(
                 "serving MCP over HTTP on a non-loopback address without authentication",

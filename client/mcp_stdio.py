@@ -108,7 +108,7 @@ class StdioEdge:
         self.default_palace = default_palace
         self._stdin_fd = stdin_fd
         self._stdout_fd = stdout_fd
-        self._log = log or (lambda event, fields: None)
+        self.log = log or (lambda event, fields: None)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._sink: Sink | None = None
@@ -209,7 +209,7 @@ class StdioEdge:
                     view = view[os.write(self._out_fd, view) :]
             except OSError as exc:  # the client closed our stdout: nobody is listening
                 self.broken = True
-                self._log("stdout closed", {"error": str(exc)})
+                self.log("stdout closed", {"error": str(exc)})
                 self._deliver(EOF)
 
     # -- input -------------------------------------------------------------------------
