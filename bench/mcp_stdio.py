@@ -1,0 +1,175 @@
+"""MCP benchmarks: ``trusty-memory serve`` driven over stdio, as agents drive it.
+
+    .venv/bin/python -m bench.mcp_stdio [--drawers 10000] [--out bench/out/mcp.json]
+
+With a daemon already running (in a temp home), measures in one run:
+- spawn of ``trusty-memory serve`` to the ``initialize`` result (p50 of 20 spawns);
+- ``tools/call memory_recall`` and ``memory_recall_deep`` round trips through stdio at N
+  drawers, from 1 session and from 16 concurrent sessions;
+- ``memory_remember`` throughput with 1 session and with 16 concurrent sessions on one
+  palace (each session sends one call at a time and waits, as an agent does).
+
+Sessions speak raw newline-delimited JSON-RPC, so the figures are the server's, not a
+client library's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from trusty_memory.client.sync import Client
+
+from bench.harness import TOPICS, fill, running_daemon, sentence, summary
+
+SERVE = [shutil.which("trusty-memory") or ".venv/bin/trusty-memory", "serve"]
+INIT = {
+    "protocolVersion": "2024-11-05",
+    "capabilities": {},
+    "clientInfo": {"name": "bench", "version": "1"},
+}
+
+
+class Session:
+    """One ``serve`` process and a blocking JSON-RPC conversation with it."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [*SERVE, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=os.environ.copy(),
+        )
+        self.ids = itertools.count(1)
+        self.request("initialize", INIT)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        # The edge answers initialize before the SDK has loaded; ping goes through the
+        # SDK, so a session is measured only once it is fully up.
+        self.request("ping", {})
+
+    def send(self, msg: dict) -> None:
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict) -> dict:
+        rid = next(self.ids)
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:
+            msg = json.loads(self.proc.stdout.readline())
+            if msg.get("id") == rid:
+                if "error" in msg:
+                    raise RuntimeError(msg["error"])
+                return msg["result"]
+
+    def tool(self, name: str, **arguments) -> dict:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        return json.loads(result["content"][0]["text"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def spawn_to_initialize(n: int) -> dict:
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}) + "\n"
+    ms = []
+    for _ in range(n + 1):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        proc.stdin.write(line.encode())
+        proc.stdin.flush()
+        proc.stdout.readline()
+        ms.append((time.perf_counter() - t0) * 1000)
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    return summary(ms[1:])  # the first spawn warms the page cache
+
+
+def concurrent(sessions: list[Session], per_session, seconds: float | None, count: int | None):
+    """Run ``per_session(session, i)`` in every session at once; returns latencies (ms)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    stop = time.monotonic() + (seconds or 1e9)
+
+    def work(k: int, s: Session) -> None:
+        i = 0
+        mine = []
+        while time.monotonic() < stop and (count is None or i < count):
+            t = time.perf_counter()
+            per_session(s, k * 1_000_000 + i)
+            mine.append((time.perf_counter() - t) * 1000)
+            i += 1
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=work, args=(k, s)) for k, s in enumerate(sessions)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, time.monotonic() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--drawers", type=int, default=10_000)
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--spawns", type=int, default=20)
+    parser.add_argument("--out", default="bench/out/mcp.json")
+    args = parser.parse_args()
+
+    results: dict = {"drawers": args.drawers}
+    with running_daemon() as config:
+        with Client(config, autostart=False) as c:
+            c.palace_create("bench")
+            fill(config, "bench", args.drawers)
+        results["spawn_to_initialize"] = spawn_to_initialize(args.spawns)
+
+        def recall(s: Session, i: int) -> None:
+            s.tool("memory_recall", palace="bench", query=f"what about {TOPICS[i % 12]} {i}?")
+
+        def recall_deep(s: Session, i: int) -> None:
+            s.tool("memory_recall_deep", palace="bench", query=f"item {i % 997} {TOPICS[i % 12]}")
+
+        def remember(s: Session, i: int) -> None:
+            s.tool("memory_remember", palace="tput", text=f"session note {i}: {sentence(i)}")
+
+        one = [Session()]
+        sixteen = [Session() for _ in range(16)]
+        recall(one[0], 0)  # warm the path
+        with Client(config, autostart=False) as c:
+            c.palace_create("tput")
+        for name, fn in (("recall", recall), ("recall_deep", recall_deep)):
+            ms, _ = concurrent(one, fn, None, args.samples)
+            results[f"{name}_1_session"] = summary(ms)
+            ms, _ = concurrent(sixteen, fn, None, max(args.samples // 16, 20))
+            results[f"{name}_16_sessions"] = summary(ms)
+        ms, elapsed = concurrent(one, remember, args.seconds, None)
+        results["remember_per_s_1_session"] = round(len(ms) / elapsed, 1)
+        ms, elapsed = concurrent(sixteen, remember, args.seconds, None)
+        results["remember_per_s_16_sessions"] = round(len(ms) / elapsed, 1)
+        results["remember_ratio_16_vs_1"] = round(
+            results["remember_per_s_16_sessions"] / results["remember_per_s_1_session"], 2
+        )
+        results["remember_16_sessions_latency"] = summary(ms)
+        for s in one + sixteen:
+            s.close()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
