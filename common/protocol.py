@@ -40,6 +40,7 @@ W_DISCONNECT = b"\x05"
 W_COMMANDS = {W_READY, W_REQUEST, W_REPLY, W_HEARTBEAT, W_DISCONNECT}
 
 EMBEDDER_SERVICE = "embedder"
+DREAMER_SERVICE = "dreamer"  # a supervised child, not a worker: it is a client
 PALACE_SERVICE_PREFIX = "palace:"
 
 
@@ -253,10 +254,13 @@ class ExportParams(msgspec.Struct, kw_only=True):
 # Results. Field names are the contract's where the contract names them.
 
 
-class StoredResult(msgspec.Struct, kw_only=True):
+class StoredResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     drawer_id: str
     palace: str
     status: str  # always "stored", as the contract says
+    # True when the text was already in the palace (same content, room and metadata): the
+    # existing drawer's id is returned and nothing new is stored. Omitted when False.
+    deduplicated: bool = False
 
 
 class RecallHit(msgspec.Struct, kw_only=True):
@@ -320,6 +324,13 @@ class PalaceInfo(msgspec.Struct, kw_only=True):
     triple_count: int = 0
     last_seq: int = 0
     index_count: int = 0
+    # The dreamer's work (see ``workers/maintenance.py``): when it last applied a pass and
+    # what all its passes did so far; ``archived_count`` is what the archive holds now.
+    last_dream_at: str | None = None
+    dream_merged: int = 0
+    dream_decayed: int = 0
+    dream_archived: int = 0
+    archived_count: int = 0
 
 
 class ImportResult(msgspec.Struct, kw_only=True):
@@ -353,9 +364,148 @@ class EmbedResult(msgspec.Struct, kw_only=True):
     dim: int
 
 
+# ---------------------------------------------------------------------------
+# The dreamer's methods (``dream_*``) and the archive's. Each one is one bounded batch of
+# work for the palace's writer, so foreground requests wait at most one batch.
+
+
+class DreamScanParams(msgspec.Struct, kw_only=True):
+    """Look for duplicates of the drawers with label > ``after`` (``limit`` of them)."""
+
+    after: int = 0
+    limit: int = 256
+    threshold: float = 0.95
+    neighbours: int = 8
+
+
+class DuplicatePair(msgspec.Struct, kw_only=True, array_like=True):
+    a: str
+    b: str
+    similarity: float
+    exact: bool
+
+
+class DreamScanResult(msgspec.Struct, kw_only=True):
+    pairs: list[DuplicatePair]
+    scanned: int
+    total: int  # drawers in the palace, for progress
+    next_after: int | None = None  # None: the scan is complete
+
+
+class DreamMergeParams(msgspec.Struct, kw_only=True):
+    """Each group is a set of drawer ids believed to be duplicates; the worker re-checks."""
+
+    groups: list[list[str]]
+    threshold: float = 0.95
+    dry_run: bool = False
+
+
+class MergeAction(msgspec.Struct, kw_only=True):
+    keep: str
+    merged: list[str]
+    min_similarity: float
+
+
+class DreamMergeResult(msgspec.Struct, kw_only=True):
+    actions: list[MergeAction]
+    merged: int  # drawers merged away (archived with reason "merged")
+    skipped: int  # proposed members left alone: gone, other room/metadata, not similar
+
+
+class DreamDecayParams(msgspec.Struct, kw_only=True):
+    """Decay and prune the drawers with label > ``after`` (``limit`` of them)."""
+
+    after: int = 0
+    limit: int = 1000
+    half_life_days: float = 90.0
+    prune_below: float = 0.05
+    prune_min_age_days: float = 30.0
+    prune: bool = True
+    dry_run: bool = False
+    now: str | None = None  # RFC 3339; default: the worker's clock
+
+
+class DreamDecayResult(msgspec.Struct, kw_only=True):
+    scanned: int
+    decayed: int
+    archived: list[str]
+    total: int
+    next_after: int | None = None
+
+
+class DreamKgDecayParams(msgspec.Struct, kw_only=True):
+    after: int = 0
+    limit: int = 1000
+    half_life_days: float = 180.0
+    dry_run: bool = False
+    now: str | None = None
+
+
+class DreamKgDecayResult(msgspec.Struct, kw_only=True):
+    scanned: int
+    decayed: int
+    next_after: int | None = None
+
+
+class DreamFinishParams(msgspec.Struct, kw_only=True):
+    """Record an applied pass and refresh the L1 snapshot and the index snapshot."""
+
+    duration_s: float
+    merged: int = 0
+    decayed: int = 0
+    archived: int = 0
+    kg_decayed: int = 0
+    truncated: bool = False
+
+
+class ArchiveListParams(msgspec.Struct, kw_only=True):
+    after: int = 0
+    limit: int = 50
+    reason: str | None = None  # "pruned" or "merged"
+
+
+class ArchivedDrawer(msgspec.Struct, kw_only=True):
+    drawer_id: str
+    content: str
+    room: str
+    tags: list[str]
+    importance: float
+    created_at: str
+    archived_at: str
+    reason: str
+    merged_into: str | None = None
+    seq: int = 0
+
+
+class ArchiveListResult(msgspec.Struct, kw_only=True):
+    palace: str
+    drawers: list[ArchivedDrawer]
+    next_after: int | None = None
+
+
+class ArchiveRestoreParams(msgspec.Struct, kw_only=True):
+    drawer_id: str
+
+
+class RestoreResult(msgspec.Struct, kw_only=True):
+    drawer_id: str
+    palace: str
+    status: str  # "restored"
+
+
 # Methods, by who answers them.
 BROKER_METHODS = frozenset({"ping", "status", "palace_list", "palace_create"})
-PALACE_WRITE_METHODS = frozenset({"memory_remember", "memory_forget", "kg_assert", "palace_import"})
+# The dreamer's maintenance: routed to the writer, and not counted as foreground use of a
+# palace (so the dreamer's own traffic never makes a palace look busy to itself).
+DREAM_METHODS = frozenset(
+    {"dream_status", "dream_scan", "dream_merge", "dream_decay", "dream_kg_decay", "dream_finish"}
+)
+ARCHIVE_METHODS = frozenset({"archive_list", "archive_restore"})
+PALACE_WRITE_METHODS = (
+    frozenset({"memory_remember", "memory_forget", "kg_assert", "palace_import"})
+    | DREAM_METHODS
+    | ARCHIVE_METHODS
+)
 PALACE_READ_METHODS = frozenset(
     {
         "memory_recall",
@@ -384,6 +534,14 @@ PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "palace_import": ImportParams,
     "palace_export": ExportParams,
     "embed": EmbedParams,
+    "dream_status": PalaceParams,
+    "dream_scan": DreamScanParams,
+    "dream_merge": DreamMergeParams,
+    "dream_decay": DreamDecayParams,
+    "dream_kg_decay": DreamKgDecayParams,
+    "dream_finish": DreamFinishParams,
+    "archive_list": ArchiveListParams,
+    "archive_restore": ArchiveRestoreParams,
 }
 
 

@@ -22,7 +22,7 @@ from trusty_memory.client.sync import Client
 from trusty_memory.config import Config, load_config
 from trusty_memory.logs import setup_logging
 from trusty_memory.names import validate_palace_name
-from trusty_memory.workers import bulk
+from trusty_memory.workers import bulk, maintenance
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 from trusty_memory.workers.embedding import DIM
 from trusty_memory.workers.store import PalaceStore
@@ -193,6 +193,15 @@ HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
     "noop": lambda w, params: {},
     "palace_import": lambda w, params: bulk.import_batch(w.store, params, w.embedder.encode),
     "palace_export": lambda w, params: bulk.export_page(w.store, params),
+    # The dreamer's steps and the archive (``workers/maintenance.py``).
+    "dream_status": lambda w, params: w.store.info(),
+    "dream_scan": lambda w, params: maintenance.scan_duplicates(w.store, params),
+    "dream_merge": lambda w, params: maintenance.merge_groups(w.store, params),
+    "dream_decay": lambda w, params: maintenance.decay_page(w.store, params),
+    "dream_kg_decay": lambda w, params: maintenance.kg_decay_page(w.store, params),
+    "dream_finish": lambda w, params: maintenance.finish(w.store, params),
+    "archive_list": lambda w, params: maintenance.archive_list(w.store, params),
+    "archive_restore": lambda w, params: maintenance.archive_restore(w.store, params.drawer_id),
 }
 
 

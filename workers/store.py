@@ -66,6 +66,7 @@ from trusty_memory.protocol import (
     Triple,
     TrustyError,
 )
+from trusty_memory.workers import maintenance
 from trusty_memory.workers import store_values as v
 from trusty_memory.workers.index import VectorIndex
 from trusty_memory.workers.store_schema import connect
@@ -330,17 +331,32 @@ class PalaceStore:
         """Store drawers in ONE transaction, then index them; all or nothing.
 
         A drawer id that already exists (or repeats within the batch) is an idempotent
-        retry: it is reported as stored and not inserted again.
+        retry: it is reported as stored and not inserted again. A text already stored in
+        the same room with the same metadata is a restatement: the existing drawer absorbs
+        it (see ``maintenance.absorb_duplicate``) and its id is returned, marked
+        ``deduplicated``. Not when ``embed_text`` is given: the caller embedded the text
+        in a context of its own, so the two drawers mean different things.
         """
         prepared = [self._prepare(params, vector) for params, vector in items]
         added: list[tuple[int, _NewDrawer]] = []
+        absorbed: dict[int, str] = {}  # position in the batch -> the existing drawer's id
+        new_tags: list[tuple[int, list[str]]] = []
         with self._transaction() as conn:
             known: set[str] = set()
-            for d in prepared:
+            for i, d in enumerate(prepared):
                 if (
                     d.id in known
                     or conn.execute("SELECT 1 FROM drawers WHERE id = ?", (d.id,)).fetchone()
                 ):
+                    continue
+                content_hash = hashlib.sha256(d.content.encode()).hexdigest()
+                twin = None
+                if getattr(items[i][0], "embed_text", None) is None:
+                    twin = maintenance.find_exact_duplicate(conn, content_hash, d.room, d.metadata)
+                if twin is not None:
+                    label, absorbed[i], old_tags = twin
+                    tags = maintenance.absorb_duplicate(conn, label, d.tags, old_tags, d.importance)
+                    new_tags.append((label, tags))
                     continue
                 known.add(d.id)
                 label = conn.execute(
@@ -353,7 +369,7 @@ class PalaceStore:
                         json.dumps(d.tags),
                         d.importance,
                         d.created_at,
-                        hashlib.sha256(d.content.encode()).hexdigest(),
+                        content_hash,
                         d.vector.astype("<f4").tobytes(),
                         d.metadata,
                     ),
@@ -367,9 +383,22 @@ class PalaceStore:
                     (label, d.id, v.now_rfc3339()),
                 )
                 added.append((label, d))
+        for label, tags in new_tags:
+            for tag in tags:
+                self._tag_labels.setdefault(tag, set()).add(label)
         if added:
             self._after_adds(added)
-        return [StoredResult(drawer_id=d.id, palace=self.name, status="stored") for d in prepared]
+        elif new_tags:
+            self._refresh_l1()  # an absorbed duplicate may have gained importance
+        return [
+            StoredResult(
+                drawer_id=absorbed.get(i, d.id),
+                palace=self.name,
+                status="stored",
+                deduplicated=i in absorbed,
+            )
+            for i, d in enumerate(prepared)
+        ]
 
     def _after_adds(self, added: list[tuple[int, _NewDrawer]]) -> None:
         for label, d in added:
@@ -410,6 +439,9 @@ class PalaceStore:
                 "SELECT label, room, tags FROM drawers WHERE id = ?", (drawer_id,)
             ).fetchone()
             if row is None:
+                # Pruned: deleted from the archive too. Merged: an error naming the survivor.
+                if maintenance.forget_archived(conn, drawer_id):
+                    return ForgetResult(status="deleted", drawer_id=drawer_id, palace=self.name)
                 raise TrustyError(ErrorCode.DRAWER_NOT_FOUND, f"drawer not found: {drawer_id}")
             label, room, tags = row
             conn.execute("DELETE FROM drawer_tags WHERE label = ?", (label,))
@@ -688,6 +720,7 @@ class PalaceStore:
             triple_count=triples,
             last_seq=self._last_seq,
             index_count=self.index.live_count,
+            **maintenance.dream_summary(self._conn),
         )
 
     @property

@@ -98,7 +98,58 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_initial]
+def _v2_dreamer(db: sqlite_utils.Database) -> None:
+    """What the dreamer needs (see ``workers/maintenance.py``).
+
+    * ``drawers.base_importance``: the importance the caller gave; ``importance`` becomes the
+      effective (decayed) value that list order, L1 and recall report. NULL: never decayed,
+      ``importance`` is still the base. Decay is always recomputed from the base, so running
+      it twice changes nothing.
+    * ``drawers.decay_from``: when the decay clock started if not ``created_at`` (a restore
+      or a restatement of the same text restarts it). NULL: ``created_at``.
+    * ``triples.base_confidence``: the same for KG confidence decay.
+    * ``archive``: pruned and merged drawers, whole (vector included), so nothing the dreamer
+      removes is destroyed: ``trusty-memory archive restore`` brings a drawer back.
+    * ``dream_log``: one row per applied dream pass, for ``palace_info``.
+    """
+    statements = [
+        "ALTER TABLE drawers ADD COLUMN base_importance REAL",
+        "ALTER TABLE drawers ADD COLUMN decay_from TEXT",
+        "ALTER TABLE triples ADD COLUMN base_confidence REAL",
+        """CREATE TABLE archive (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            content TEXT NOT NULL,
+            room TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            importance REAL NOT NULL,
+            base_importance REAL,
+            created_at TEXT NOT NULL,
+            hits INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,
+            vector BLOB NOT NULL,
+            metadata TEXT,
+            archived_at TEXT NOT NULL,
+            reason TEXT NOT NULL CHECK (reason IN ('pruned', 'merged')),
+            merged_into TEXT
+        )""",
+        "CREATE INDEX archive_merged_into ON archive(merged_into)",
+        """CREATE TABLE dream_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            finished_at TEXT NOT NULL,
+            duration_s REAL NOT NULL,
+            merged INTEGER NOT NULL,
+            decayed INTEGER NOT NULL,
+            archived INTEGER NOT NULL,
+            kg_decayed INTEGER NOT NULL,
+            truncated INTEGER NOT NULL DEFAULT 0
+        )""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_initial, _v2_dreamer]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,243 @@
+"""The dreamer's arithmetic and the writer-side steps, on a real PalaceStore (no daemon).
+
+Vectors are made by hand so similarity is exact and known: these tests pin the policy
+(what merges, what survives, what decays, what is archived), the daemon tests pin the
+plumbing with the real model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trusty_memory import protocol as p
+from trusty_memory.config import PalaceSettings
+from trusty_memory.dreamer.planner import group_pairs
+from trusty_memory.workers import maintenance as m
+from trusty_memory.workers.store import PalaceStore
+
+DIM = 384
+SETTINGS = PalaceSettings(ef_construction=64, hnsw_m=12, index_save_every=10)
+
+
+def unit(seed: str) -> np.ndarray:
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big"))
+    v = rng.standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def near(v: np.ndarray, cosine: float, seed: str) -> np.ndarray:
+    """A unit vector at exactly ``cosine`` from ``v``."""
+    noise = unit(seed)
+    noise -= (noise @ v) * v
+    noise /= np.linalg.norm(noise)
+    return (cosine * v + math.sqrt(1 - cosine**2) * noise).astype(np.float32)
+
+
+def put(store: PalaceStore, text: str, vec: np.ndarray, **fields) -> str:
+    [r] = store.remember_batch([(p.RememberParams(text=text, **fields), vec)])
+    return r.drawer_id
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = PalaceStore.open(tmp_path / "proj", "proj", SETTINGS)
+    yield s
+    s.close()
+
+
+def rows(store: PalaceStore, sql: str, *args):
+    conn = sqlite3.connect(store.palace_dir / "palace.sqlite3")
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+# -- the formulas ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("base", "age", "hits", "expected"),
+    [
+        (0.5, 0, 0, 0.5),
+        (0.5, 90, 0, 0.25),  # one half-life
+        (0.8, 180, 0, 0.2),  # two
+        (0.5, 90, 2, 0.35),  # + 0.05 per hit
+        (0.5, 90, 100, 0.55),  # the hit bonus is capped at 0.3
+        (1.0, 0, 10, 1.0),  # clamped to 1
+        (0.5, 900, 0, 0.05),  # and to the 0.05 floor
+        (0.5, -5, 0, 0.5),  # a future timestamp does not inflate importance
+    ],
+)
+def test_effective_importance(base, age, hits, expected):
+    assert m.effective_importance(base, age, hits, 90) == pytest.approx(expected, abs=1e-9)
+
+
+def test_raw_importance_is_what_pruning_sees_below_the_floor():
+    assert m.raw_importance(0.5, 900, 0, 90) == pytest.approx(0.5 * 2**-10)
+    assert m.effective_importance(0.5, 900, 0, 90) == 0.05
+
+
+def test_kg_confidence_decay():
+    assert m.decayed_confidence(0.9, 180, 180) == pytest.approx(0.45)
+    assert m.decayed_confidence(0.9, 10_000, 180) == 0.05
+
+
+def test_group_pairs_takes_connected_components_biggest_first():
+    pairs = [
+        p.DuplicatePair(a="a", b="b", similarity=0.97, exact=False),
+        p.DuplicatePair(a="b", b="c", similarity=0.96, exact=False),
+        p.DuplicatePair(a="x", b="y", similarity=1.0, exact=True),
+    ]
+    assert group_pairs(pairs) == [["a", "b", "c"], ["x", "y"]]
+
+
+# -- write-time duplicates ---------------------------------------------------------------
+
+
+def test_exact_duplicate_at_write_time_returns_the_existing_drawer(store):
+    v = unit("a")
+    first = put(store, "the build uses make", v, tags=["build"])
+    [again] = store.remember_batch(
+        [(p.RememberParams(text="the build uses make", tags=["ci"], importance=0.9), v)]
+    )
+    assert again.drawer_id == first and again.deduplicated and again.status == "stored"
+    assert store.info().drawer_count == 1
+    [d] = store.list(p.ListParams())
+    assert d.tags == ["build", "ci"] and d.importance == 0.9
+    assert store.recall("x", v, tag="ci")[0].drawer_id == first
+    # Another room, other metadata, or an own embedding: distinct drawers.
+    assert put(store, "the build uses make", v, room="Ops") != first
+    assert put(store, "the build uses make", v, metadata={"turn": 3}) != first
+    [own] = store.remember_batch(
+        [(p.RememberParams(text="the build uses make", embed_text="ctx"), unit("ctx"))]
+    )
+    assert own.drawer_id != first and not own.deduplicated
+    assert b"deduplicated" not in p.encode(own)  # omitted when False: the contract's shape
+
+
+# -- merge ---------------------------------------------------------------------------------
+
+
+def test_near_duplicates_merge_into_the_most_important(store):
+    base = unit("base")
+    a = put(
+        store,
+        "deploys on tuesday",
+        base,
+        tags=["ops"],
+        importance=0.4,
+        created_at="2025-01-01T00:00:00Z",
+    )
+    b = put(store, "Deploys on Tuesday.", near(base, 0.97, "b"), tags=["release"], importance=0.8)
+    far = put(store, "unrelated", near(base, 0.90, "c"))
+    other_room = put(store, "deploys on tuesday!", near(base, 0.99, "d"), room="Elsewhere")
+    store.recall("q", base)  # a pending hit for each, flushed by the merge's transaction
+    scan = m.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    assert {(x.a, x.b) for x in scan.pairs} == {tuple(sorted((a, b)))}
+    groups = [*group_pairs(scan.pairs), [b, far, other_room]]
+    preview = m.merge_groups(store, p.DreamMergeParams(groups=groups, dry_run=True))
+    assert store.info().drawer_count == 4  # a preview writes nothing
+    result = m.merge_groups(store, p.DreamMergeParams(groups=groups))
+    assert result.actions == preview.actions
+    assert [(x.keep, x.merged) for x in result.actions] == [(b, [a])]
+    info = store.info()
+    assert info.drawer_count == info.index_count == 3 and info.archived_count == 1
+    [(tags, importance, hits, created_at)] = rows(
+        store, "SELECT tags, importance, hits, created_at FROM drawers WHERE id = ?", b
+    )
+    assert tags == '["release", "ops"]' and importance == 0.8
+    assert hits == 2 and created_at == "2025-01-01T00:00:00Z"
+    assert a not in {h.drawer_id for h in store.recall("q", base, top_k=10)}
+    with pytest.raises(p.TrustyError) as err:
+        store.forget(a)
+    assert (
+        err.value.code == p.ErrorCode.DRAWER_NOT_FOUND and f"merged into {b}" in err.value.message
+    )
+
+
+def test_a_failing_merge_leaves_no_half_merged_drawer(store, monkeypatch):
+    base = unit("base")
+    ids = [put(store, f"dup {i}", near(base, 0.99, str(i))) for i in range(3)]
+    calls = []
+
+    def crash(conn, row, reason, merged_into):
+        calls.append(row.id)
+        if len(calls) == 2:
+            raise RuntimeError("power cut")
+        real_archive(conn, row, reason, merged_into)
+
+    real_archive = m._archive
+    monkeypatch.setattr(m, "_archive", crash)
+    with pytest.raises(RuntimeError):
+        m.merge_groups(store, p.DreamMergeParams(groups=[ids]))
+    assert rows(store, "SELECT count(*) FROM drawers") == [(3,)]
+    assert rows(store, "SELECT count(*) FROM archive") == [(0,)]
+    assert rows(store, "SELECT tags, hits FROM drawers WHERE hits != 0 OR tags != '[]'") == []
+
+
+# -- decay, prune, archive -------------------------------------------------------------------
+
+
+def test_decay_prune_and_restore_round_trip(store):
+    fresh = put(store, "fresh", unit("f"), importance=0.5)
+    old = put(store, "old and used", unit("o"), importance=0.5, created_at="2025-01-01T00:00:00Z")
+    gone = put(
+        store, "old and forgotten", unit("g"), importance=0.5, created_at="2020-01-01T00:00:00Z"
+    )
+    now = "2025-04-01T00:00:00Z"  # 90 days after ``old``: one half-life
+    params = p.DreamDecayParams(now=now, half_life_days=90)
+    preview = m.decay_page(store, p.DreamDecayParams(now=now, dry_run=True))
+    result = m.decay_page(store, params)
+    assert preview == result and result.archived == [gone]
+    assert dict(rows(store, "SELECT id, importance FROM drawers")) == {
+        fresh: 0.5,  # created "now" by the wall clock: in the future of ``now``
+        old: pytest.approx(0.25),
+    }
+    again = m.decay_page(store, params)
+    assert again.decayed == 0 and again.archived == []  # recomputed from the base: stable
+    info = store.info()
+    assert info.drawer_count == info.index_count == 2 and info.archived_count == 1
+    listed = m.archive_list(store, p.ArchiveListParams())
+    assert [(d.drawer_id, d.reason, d.content) for d in listed.drawers] == [
+        (gone, "pruned", "old and forgotten")
+    ]
+    m.archive_restore(store, gone)
+    assert store.info().drawer_count == store.info().index_count == 3
+    assert store.recall("q", unit("g"), top_k=1)[0].drawer_id == gone
+    # Restoring restarted its decay clock: the next pass (by the real clock) keeps it.
+    assert gone not in m.decay_page(store, p.DreamDecayParams()).archived
+    with pytest.raises(p.TrustyError) as err:
+        m.archive_restore(store, gone)
+    assert err.value.code == p.ErrorCode.DRAWER_NOT_FOUND
+
+
+def test_forget_of_a_pruned_drawer_deletes_it_from_the_archive(store):
+    gone = put(store, "ancient", unit("a"), created_at="2019-01-01T00:00:00Z")
+    assert m.decay_page(store, p.DreamDecayParams()).archived == [gone]
+    assert store.forget(gone).status == "deleted"
+    assert m.archive_list(store, p.ArchiveListParams()).drawers == []
+
+
+def test_hits_keep_an_old_drawer(store):
+    kept = put(store, "old but used", unit("u"), created_at="2020-01-01T00:00:00Z")
+    for _ in range(2):
+        store.recall("q", unit("u"), top_k=1)
+    result = m.decay_page(store, p.DreamDecayParams())
+    assert result.archived == []
+    [(importance,)] = rows(store, "SELECT importance FROM drawers WHERE id = ?", kept)
+    assert importance == pytest.approx(0.1, abs=1e-6)  # 2 hits: 0.1 over a decayed base
+
+
+def test_kg_decay(store):
+    store.kg_assert(p.KgAssertParams(subject="svc", predicate="uses", object="pg", confidence=0.8))
+    far_future = "2030-01-01T00:00:00Z"
+    result = m.kg_decay_page(store, p.DreamKgDecayParams(now=far_future, half_life_days=180))
+    assert result.decayed == 1
+    [triple] = store.kg_query("svc").triples
+    assert 0.05 <= triple.confidence < 0.8

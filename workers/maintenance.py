@@ -1,0 +1,596 @@
+"""The dreamer's work, run inside a palace's writer process: dedup, decay, prune, archive.
+
+The dreamer (``dreamer/``) is a client like any other: it decides *when* and *what*, and
+asks the writer to do each step with one ``dream_*`` request. Every function here is one
+such step over a bounded batch, and every write is ONE SQLite transaction whose deletes go
+through the change log, so the vector index follows SQLite exactly as it does for
+``memory_forget``. A ``kill -9`` of the dreamer or of this worker at any moment therefore
+leaves either the whole batch or none of it, never a half-merged drawer.
+
+Policy, in one place:
+
+* **Duplicates.** Two drawers are duplicates when they are in the same room, carry the same
+  metadata, and have the same content hash (exact) or a cosine similarity >= the threshold
+  (near). Rooms partition a palace for its users (a recall filtered by room must still find
+  the memory), and metadata marks a drawer as a distinct record (a conversation turn, an
+  imported row), so neither is ever merged across. Tags may differ: the survivor gets their
+  union. The same rule catches exact duplicates at write time (``find_exact_duplicate``).
+* **Merge.** Into the most important drawer (then most hits, then oldest): tags united,
+  importance and base importance the max, hits summed, the earliest ``created_at`` kept.
+  Each merged drawer is archived whole with ``merged_into``, so a later ``memory_forget``
+  of its id can say where it went and ``archive restore`` can bring it back.
+* **Decay.** effective = clamp(base * 2^(-age_days / half_life) + min(0.05 * hits, 0.3),
+  0.05, 1), always from the base the caller gave (so a second pass changes nothing),
+  written to ``importance`` (what list order, L1 and recall report).
+* **Prune.** The clamp's floor is 0.05, so "effective < 0.05" is tested on the unclamped
+  value: a drawer whose raw score fell below ``prune_below`` and that is older than
+  ``prune_min_age_days`` moves to the archive, never destroyed.
+* **KG.** Active triples decay the same way: clamp(base * 2^(-age/half_life), 0.05, 1).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+from trusty_memory import protocol as p
+from trusty_memory.workers import store_values as v
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from trusty_memory.workers.store import PalaceStore
+
+FLOOR = 0.05
+HIT_WEIGHT = 0.05
+HIT_CAP = 0.3
+SECONDS_PER_DAY = 86_400.0
+CHANGE_EPSILON = 1e-4  # smaller importance changes are not written (nor counted)
+ARCHIVE_LIMIT_MAX = 1000
+
+_DRAWER_COLUMNS = (
+    "label, id, content, room, tags, importance, base_importance, created_at, hits,"
+    " content_hash, vector, metadata, decay_from"
+)
+
+
+# -- the formulas ----------------------------------------------------------------------
+
+
+def raw_importance(base: float, age_days: float, hits: int, half_life_days: float) -> float:
+    """base * 2^(-age/half_life) + min(0.05 * hits, 0.3), before the clamp."""
+    age_days = max(0.0, age_days)
+    return base * 2.0 ** (-age_days / half_life_days) + min(HIT_WEIGHT * hits, HIT_CAP)
+
+
+def effective_importance(base: float, age_days: float, hits: int, half_life_days: float) -> float:
+    """trusty-memory's decay: the raw score clamped to [0.05, 1]."""
+    return min(1.0, max(FLOOR, raw_importance(base, age_days, hits, half_life_days)))
+
+
+def decayed_confidence(base: float, age_days: float, half_life_days: float) -> float:
+    """KG confidence decay, the same shape without hits."""
+    return min(1.0, max(FLOOR, base * 2.0 ** (-max(0.0, age_days) / half_life_days)))
+
+
+def age_days(timestamp: str, now: datetime) -> float:
+    return (now - parse_time(timestamp)).total_seconds() / SECONDS_PER_DAY
+
+
+def parse_time(timestamp: str) -> datetime:
+    parsed = datetime.fromisoformat(timestamp)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _now(value: str | None) -> datetime:
+    return parse_time(v.check_created_at(value)) if value else datetime.now(UTC)
+
+
+def _check_half_life(value: float, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise v.invalid(f"{field}: must be a positive number of days, got {value!r}")
+    return float(value)
+
+
+def _check_limit(value: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise v.invalid(f"limit: must be an integer in 1..{high}, got {value!r}")
+    return value
+
+
+# -- rows ------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One drawer as the maintenance steps see it."""
+
+    label: int
+    id: str
+    content: str
+    room: str
+    tags: list[str]
+    importance: float
+    base_importance: float | None
+    created_at: str
+    hits: int
+    content_hash: str
+    vector: bytes
+    metadata: str | None
+    decay_from: str | None
+
+    @property
+    def base(self) -> float:
+        return self.importance if self.base_importance is None else self.base_importance
+
+    def unit(self, dim: int) -> np.ndarray:
+        return np.frombuffer(self.vector, dtype="<f4", count=dim)
+
+
+def _rows(conn: sqlite3.Connection, where: str, args: Iterable[object]) -> list[Row]:
+    sql = f"SELECT {_DRAWER_COLUMNS} FROM drawers WHERE {where}"
+    return [
+        Row(*r[:4], json.loads(r[4]), *r[5:]) for r in conn.execute(sql, tuple(args)).fetchall()
+    ]
+
+
+def _rows_by_id(conn: sqlite3.Connection, ids: list[str]) -> list[Row]:
+    return _rows(conn, "id IN (SELECT value FROM json_each(?))", [json.dumps(ids)])
+
+
+# -- write-time exact duplicates -----------------------------------------------------------
+
+
+def find_exact_duplicate(
+    conn: sqlite3.Connection, content_hash: str, room: str, metadata: str | None
+) -> tuple[int, str, list[str]] | None:
+    """``(label, id, tags)`` of a drawer with this content, room and metadata, if any."""
+    row = conn.execute(
+        "SELECT label, id, tags FROM drawers WHERE content_hash = ? AND room = ?"
+        " AND metadata IS ? ORDER BY label LIMIT 1",
+        (content_hash, room, metadata),
+    ).fetchone()
+    return None if row is None else (row[0], row[1], json.loads(row[2]))
+
+
+def absorb_duplicate(
+    conn: sqlite3.Connection, label: int, tags: list[str], old_tags: list[str], importance: float
+) -> list[str]:
+    """A restated memory: unite tags, keep the higher importance, restart the decay clock.
+
+    Returns the tags that were new to the drawer (the caller updates its tag sets).
+    """
+    added = [t for t in tags if t not in old_tags]
+    conn.execute(
+        "UPDATE drawers SET tags = ?, importance = max(importance, ?),"
+        " base_importance = max(coalesce(base_importance, importance), ?), decay_from = ?"
+        " WHERE label = ?",
+        (json.dumps(old_tags + added), importance, importance, v.now_rfc3339(), label),
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
+        [(t, label) for t in added],
+    )
+    return added
+
+
+# -- dedup: scan ---------------------------------------------------------------------------
+
+
+def scan_duplicates(store: PalaceStore, params: p.DreamScanParams) -> p.DreamScanResult:
+    """Duplicate pairs among one page of drawers (by label) and the whole palace.
+
+    Near duplicates come from the HNSW index (``neighbours`` nearest, unfiltered, then the
+    same-room/metadata rule): cheap, approximate, and the merge re-checks every pair
+    exactly. Exact duplicates come from the content-hash index.
+    """
+    limit = _check_limit(params.limit, 5000)
+    threshold = v.check_unit_interval(params.threshold, "threshold")
+    k = max(2, min(int(params.neighbours) + 1, 64))
+    conn = store.db.conn
+    page = _rows(conn, "label > ? ORDER BY label LIMIT ?", [params.after, limit])
+    pairs: dict[tuple[str, str], p.DuplicatePair] = {}
+    neighbours: dict[int, list[tuple[int, float]]] = {}
+    for row in page:
+        hits = store.index.search(row.unit(store.dim), k)
+        neighbours[row.label] = [(label, s) for label, s in hits if label != row.label]
+    wanted = {label for found in neighbours.values() for label, s in found if s >= threshold}
+    others = {
+        r.label: r
+        for r in _rows(
+            conn, "label IN (SELECT value FROM json_each(?))", [json.dumps(sorted(wanted))]
+        )
+    }
+    for row in page:
+        for label, similarity in neighbours[row.label]:
+            other = others.get(label)
+            if other is not None and similarity >= threshold and _mergeable(row, other):
+                _add_pair(pairs, row, other, similarity, row.content_hash == other.content_hash)
+        for other in _rows(
+            conn,
+            "content_hash = ? AND room = ? AND metadata IS ? AND label != ?",
+            [row.content_hash, row.room, row.metadata, row.label],
+        ):
+            _add_pair(pairs, row, other, 1.0, True)
+    total = conn.execute("SELECT count(*) FROM drawers").fetchone()[0]
+    return p.DreamScanResult(
+        pairs=list(pairs.values()),
+        scanned=len(page),
+        total=total,
+        next_after=page[-1].label if len(page) == limit else None,
+    )
+
+
+def _mergeable(a: Row, b: Row) -> bool:
+    return a.room == b.room and a.metadata == b.metadata
+
+
+def _add_pair(pairs: dict, a: Row, b: Row, similarity: float, exact: bool) -> None:
+    first, second = sorted((a.id, b.id))
+    pairs[(first, second)] = p.DuplicatePair(
+        a=first, b=second, similarity=round(float(similarity), 6), exact=exact
+    )
+
+
+# -- dedup: merge --------------------------------------------------------------------------
+
+
+def merge_groups(store: PalaceStore, params: p.DreamMergeParams) -> p.DreamMergeResult:
+    """Merge each proposed group into its most important drawer, all in ONE transaction.
+
+    The proposal is not trusted: members that are gone, in another room, with other
+    metadata, or less similar to the survivor than ``threshold`` are skipped.
+    """
+    threshold = v.check_unit_interval(params.threshold, "threshold")
+    if len(params.groups) > 1000:
+        raise v.invalid(f"groups: at most 1000 per request, got {len(params.groups)}")
+    conn = store.db.conn
+    plans: list[tuple[Row, list[Row], float]] = []
+    skipped = 0
+    seen: set[str] = set()
+    for group in params.groups:
+        ids = [i for i in dict.fromkeys(group) if isinstance(i, str) and i not in seen]
+        rows = _rows_by_id(conn, ids)
+        skipped += len(group) - len(rows)
+        if len(rows) < 2:
+            skipped += len(rows)
+            continue
+        keep = min(rows, key=lambda r: (-r.importance, -r.hits, r.created_at, r.label))
+        members, low = [], 1.0
+        for r in rows:
+            if r is keep:
+                continue
+            similarity = 1.0 if r.content_hash == keep.content_hash else _cosine(r, keep, store)
+            if _mergeable(r, keep) and similarity >= threshold:
+                members.append(r)
+                low = min(low, similarity)
+            else:
+                skipped += 1
+        if members:
+            plans.append((keep, members, low))
+            seen.update([keep.id, *(m.id for m in members)])
+        else:
+            skipped += 1
+    actions = [
+        p.MergeAction(keep=k.id, merged=[m.id for m in ms], min_similarity=round(low, 6))
+        for k, ms, low in plans
+    ]
+    merged = sum(len(ms) for _, ms, _ in plans)
+    if params.dry_run or not plans:
+        return p.DreamMergeResult(actions=actions, merged=merged, skipped=skipped)
+    removed: list[Row] = []
+    new_tags: list[tuple[int, list[str]]] = []
+    with store._transaction() as conn:
+        for keep, members, _ in plans:
+            # Re-read inside the transaction: pending recall hits were just flushed.
+            fresh = {r.label: r for r in _rows_by_id(conn, [keep.id, *(m.id for m in members)])}
+            keep, members = fresh[keep.label], [fresh[m.label] for m in members]
+            new_tags.append((keep.label, _merge_into(conn, keep, members)))
+            removed.extend(members)
+    _forget_in_memory(store, removed)
+    for label, tags in new_tags:
+        for tag in tags:
+            store._tag_labels.setdefault(tag, set()).add(label)
+    _after_write(store)
+    return p.DreamMergeResult(actions=actions, merged=merged, skipped=skipped)
+
+
+def _cosine(a: Row, b: Row, store: PalaceStore) -> float:
+    return float(np.dot(a.unit(store.dim), b.unit(store.dim)))
+
+
+def _merge_into(conn: sqlite3.Connection, keep: Row, members: list[Row]) -> list[str]:
+    """Fold ``members`` into ``keep``; archive and delete them. Returns keep's new tags."""
+    everyone = [keep, *members]
+    tags = list(dict.fromkeys(t for r in everyone for t in r.tags))
+    added = [t for t in tags if t not in keep.tags]
+    conn.execute(
+        "UPDATE drawers SET tags = ?, importance = ?, base_importance = ?, hits = ?,"
+        " created_at = ? WHERE label = ?",
+        (
+            json.dumps(tags),
+            max(r.importance for r in everyone),
+            max(r.base for r in everyone),
+            sum(r.hits for r in everyone),
+            min(r.created_at for r in everyone),
+            keep.label,
+        ),
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
+        [(t, keep.label) for t in added],
+    )
+    for member in members:
+        _archive(conn, member, "merged", keep.id)
+        # Drawers merged into this member earlier now point at the survivor.
+        conn.execute(
+            "UPDATE archive SET merged_into = ? WHERE merged_into = ?", (keep.id, member.id)
+        )
+    return added
+
+
+def _archive(conn: sqlite3.Connection, row: Row, reason: str, merged_into: str | None) -> None:
+    """Move one drawer to the archive: copy, delete, log the delete for the index."""
+    now = v.now_rfc3339()
+    conn.execute(
+        "INSERT OR REPLACE INTO archive (id, content, room, tags, importance, base_importance,"
+        " created_at, hits, content_hash, vector, metadata, archived_at, reason, merged_into)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            row.id,
+            row.content,
+            row.room,
+            json.dumps(row.tags),
+            row.importance,
+            row.base_importance,
+            row.created_at,
+            row.hits,
+            row.content_hash,
+            row.vector,
+            row.metadata,
+            now,
+            reason,
+            merged_into,
+        ),
+    )
+    conn.execute("DELETE FROM drawer_tags WHERE label = ?", (row.label,))
+    conn.execute("DELETE FROM drawers WHERE label = ?", (row.label,))
+    conn.execute(
+        "INSERT INTO changes (op, label, drawer_id, at) VALUES ('delete', ?, ?, ?)",
+        (row.label, row.id, now),
+    )
+
+
+def _forget_in_memory(store: PalaceStore, removed: list[Row]) -> None:
+    for row in removed:
+        store._labels.discard(row.label)
+        store._room_labels.get(row.room, set()).discard(row.label)
+        for tag in row.tags:
+            store._tag_labels.get(tag, set()).discard(row.label)
+        store._pending_hits.pop(row.label, None)
+
+
+def _after_write(store: PalaceStore) -> None:
+    """The index follows the change log; L1 follows importance."""
+    store._sync_index()
+    store._refresh_l1()
+    store.maybe_snapshot()
+
+
+# -- decay and prune -----------------------------------------------------------------------
+
+
+def decay_page(store: PalaceStore, params: p.DreamDecayParams) -> p.DreamDecayResult:
+    """Decay one page of drawers and archive those that decayed away; ONE transaction."""
+    limit = _check_limit(params.limit, 10_000)
+    half_life = _check_half_life(params.half_life_days, "half_life_days")
+    prune_below = v.check_unit_interval(params.prune_below, "prune_below")
+    now = _now(params.now)
+    conn = store.db.conn
+    page = _rows(conn, "label > ? ORDER BY label LIMIT ?", [params.after, limit])
+    updates: list[tuple[float, float, int]] = []
+    doomed: list[Row] = []
+    for row in page:
+        hits = row.hits + store._pending_hits.get(row.label, 0)
+        age = age_days(row.created_at, now)
+        clock = age_days(row.decay_from, now) if row.decay_from else age
+        raw = raw_importance(row.base, clock, hits, half_life)
+        if params.prune and raw < prune_below and age >= params.prune_min_age_days:
+            doomed.append(row)
+            continue
+        effective = min(1.0, max(FLOOR, raw))
+        if abs(effective - row.importance) >= CHANGE_EPSILON:
+            updates.append((effective, row.base, row.label))
+    total = conn.execute("SELECT count(*) FROM drawers").fetchone()[0]
+    result = p.DreamDecayResult(
+        scanned=len(page),
+        decayed=len(updates),
+        archived=[r.id for r in doomed],
+        total=total,
+        next_after=page[-1].label if len(page) == limit else None,
+    )
+    if params.dry_run or not (updates or doomed):
+        return result
+    with store._transaction() as conn:
+        conn.executemany(
+            "UPDATE drawers SET importance = ?, base_importance = ? WHERE label = ?", updates
+        )
+        for row in doomed:
+            _archive(conn, row, "pruned", None)
+    _forget_in_memory(store, doomed)
+    _after_write(store)
+    return result
+
+
+def kg_decay_page(store: PalaceStore, params: p.DreamKgDecayParams) -> p.DreamKgDecayResult:
+    """Decay the confidence of one page of active triples; ONE transaction."""
+    limit = _check_limit(params.limit, 10_000)
+    half_life = _check_half_life(params.half_life_days, "half_life_days")
+    now = _now(params.now)
+    rows = store.db.conn.execute(
+        "SELECT id, confidence, coalesce(base_confidence, confidence), valid_from FROM triples"
+        " WHERE id > ? AND valid_to IS NULL ORDER BY id LIMIT ?",
+        (params.after, limit),
+    ).fetchall()
+    updates = []
+    for triple_id, confidence, base, valid_from in rows:
+        decayed = decayed_confidence(base, age_days(valid_from, now), half_life)
+        if abs(decayed - confidence) >= CHANGE_EPSILON:
+            updates.append((decayed, base, triple_id))
+    if updates and not params.dry_run:
+        with store._transaction() as conn:
+            conn.executemany(
+                "UPDATE triples SET confidence = ?, base_confidence = ? WHERE id = ?", updates
+            )
+    return p.DreamKgDecayResult(
+        scanned=len(rows),
+        decayed=len(updates),
+        next_after=rows[-1][0] if len(rows) == limit else None,
+    )
+
+
+def finish(store: PalaceStore, params: p.DreamFinishParams) -> p.PalaceInfo:
+    """Record an applied pass, refresh L1 and snapshot the index; answers ``palace_info``."""
+    with store._transaction() as conn:
+        conn.execute(
+            "INSERT INTO dream_log (finished_at, duration_s, merged, decayed, archived,"
+            " kg_decayed, truncated) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                v.now_rfc3339(),
+                float(params.duration_s),
+                int(params.merged),
+                int(params.decayed),
+                int(params.archived),
+                int(params.kg_decayed),
+                int(bool(params.truncated)),
+            ),
+        )
+    store._refresh_l1()
+    store.maybe_snapshot(force=True)
+    return store.info()
+
+
+def dream_summary(conn: sqlite3.Connection) -> dict[str, object]:
+    """The ``PalaceInfo`` fields that describe the dreamer's work."""
+    last, merged, decayed, archived = conn.execute(
+        "SELECT max(finished_at), coalesce(sum(merged), 0), coalesce(sum(decayed), 0),"
+        " coalesce(sum(archived), 0) FROM dream_log"
+    ).fetchone()
+    count = conn.execute("SELECT count(*) FROM archive").fetchone()[0]
+    return {
+        "last_dream_at": last,
+        "dream_merged": merged,
+        "dream_decayed": decayed,
+        "dream_archived": archived,
+        "archived_count": count,
+    }
+
+
+# -- the archive ---------------------------------------------------------------------------
+
+
+def archive_list(store: PalaceStore, params: p.ArchiveListParams) -> p.ArchiveListResult:
+    limit = _check_limit(params.limit, ARCHIVE_LIMIT_MAX)
+    where, args = ["seq > ?"], [params.after]
+    if params.reason is not None:
+        if params.reason not in ("pruned", "merged"):
+            raise v.invalid(f"reason: must be 'pruned' or 'merged', got {params.reason!r}")
+        where.append("reason = ?")
+        args.append(params.reason)
+    rows = store.db.conn.execute(
+        "SELECT seq, id, content, room, tags, importance, created_at, archived_at, reason,"
+        f" merged_into FROM archive WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?",
+        (*args, limit),
+    ).fetchall()
+    drawers = [
+        p.ArchivedDrawer(
+            seq=r[0],
+            drawer_id=r[1],
+            content=r[2],
+            room=r[3],
+            tags=json.loads(r[4]),
+            importance=r[5],
+            created_at=r[6],
+            archived_at=r[7],
+            reason=r[8],
+            merged_into=r[9],
+        )
+        for r in rows
+    ]
+    next_after = rows[-1][0] if len(rows) == limit else None
+    return p.ArchiveListResult(palace=store.name, drawers=drawers, next_after=next_after)
+
+
+def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
+    """Put an archived drawer back (new label, same id and vector); its decay clock restarts.
+
+    A merged drawer comes back as its own drawer again; the survivor keeps what it got.
+    """
+    drawer_id = _canonical(v.check_nonempty(drawer_id, "drawer_id"))
+    with store._transaction() as conn:
+        row = conn.execute(
+            "SELECT id, content, room, tags, importance, base_importance, created_at, hits,"
+            " content_hash, vector, metadata FROM archive WHERE id = ?",
+            (drawer_id,),
+        ).fetchone()
+        if row is None:
+            raise p.TrustyError(
+                p.ErrorCode.DRAWER_NOT_FOUND, f"drawer not in the archive: {drawer_id}"
+            )
+        if conn.execute("SELECT 1 FROM drawers WHERE id = ?", (drawer_id,)).fetchone():
+            raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"drawer already live: {drawer_id}")
+        base = row[4] if row[5] is None else row[5]
+        now = v.now_rfc3339()
+        label = conn.execute(
+            "INSERT INTO drawers (id, content, room, tags, importance, base_importance,"
+            " created_at, hits, content_hash, vector, metadata, decay_from)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*row[:4], base, base, *row[6:], now),
+        ).lastrowid
+        tags = json.loads(row[3])
+        conn.executemany(
+            "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
+            [(t, label) for t in tags],
+        )
+        conn.execute(
+            "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
+            (label, drawer_id, now),
+        )
+        conn.execute("DELETE FROM archive WHERE id = ?", (drawer_id,))
+    store._labels.add(label)
+    store._room_labels.setdefault(row[2], set()).add(label)
+    for tag in tags:
+        store._tag_labels.setdefault(tag, set()).add(label)
+    _after_write(store)
+    return p.RestoreResult(drawer_id=drawer_id, palace=store.name, status="restored")
+
+
+def forget_archived(conn: sqlite3.Connection, drawer_id: str) -> bool:
+    """``memory_forget`` of an id that is not live: True if it was a pruned drawer (now
+    deleted from the archive); raises naming the survivor if it was merged; else False."""
+    row = conn.execute(
+        "SELECT reason, merged_into FROM archive WHERE id = ?", (drawer_id,)
+    ).fetchone()
+    if row is None:
+        return False
+    reason, merged_into = row
+    if reason == "merged":
+        raise p.TrustyError(
+            p.ErrorCode.DRAWER_NOT_FOUND,
+            f"drawer not found: {drawer_id} was merged into {merged_into} by the dreamer;"
+            f" forget {merged_into} to delete its content",
+        )
+    conn.execute("DELETE FROM archive WHERE id = ?", (drawer_id,))
+    return True
+
+
+def _canonical(drawer_id: str) -> str:
+    try:
+        return str(uuid.UUID(drawer_id))
+    except ValueError:
+        return drawer_id
