@@ -62,6 +62,10 @@ class Service:
     workers: list[WorkerRec] = field(default_factory=list)
     queue: deque[Pending] = field(default_factory=deque)
     last_used: float = field(default_factory=time.monotonic)
+    # Requests other than the dreamer's, and when the last one came: how the dreamer
+    # tells that a palace is idle without its own traffic counting as use.
+    foreground_requests: int = 0
+    last_foreground: float = field(default_factory=time.monotonic)
 
     def pick(self, write: bool) -> WorkerRec | None:
         candidates = [w for w in self.workers if not write or w.role in ("writer", "embedder")]
@@ -100,6 +104,8 @@ class Broker:
     def mediate(self) -> None:
         for slot in range(self.config.embedder.pool_size):
             self.supervisor.ensure(p.EMBEDDER_SERVICE, slot)
+        if self.config.dreamer.enabled:
+            self.supervisor.ensure(p.DREAMER_SERVICE)
         while self.running:
             events = dict(self.poller.poll(int(TICK_S * 1000)))
             if self.backend in events:
@@ -163,6 +169,9 @@ class Broker:
         pending = Pending(client, req.id, frame, req.method, time.monotonic() + timeout, write)
         service = self.service(name)
         service.last_used = time.monotonic()
+        if req.method not in p.DREAM_METHODS:
+            service.foreground_requests += 1
+            service.last_foreground = service.last_used
         worker = service.pick(write)
         if worker is not None and not service.queue:
             self.send_to_worker(worker, pending)
@@ -218,12 +227,18 @@ class Broker:
                         for w in s.workers
                     ],
                     "queued": len(s.queue),
+                    "foreground_requests": s.foreground_requests,
+                    "idle_s": round(time.monotonic() - s.last_foreground, 3),
                 }
                 for s in self.services.values()
             ],
             "restarts": {
                 f"{c.service}#{c.slot}": c.starts - 1 for c in self.supervisor.children.values()
             },
+            "dreamer_pid": next(
+                (c.pid for c in self.supervisor.children.values() if c.service == "dreamer"),
+                None,
+            ),
         }
 
     # -- workers -----------------------------------------------------------------
@@ -307,9 +322,9 @@ class Broker:
         for child in self.supervisor.reap():
             for worker in [w for w in self.workers.values() if w.pid == child.last_pid]:
                 self.remove_worker(worker, crashed=not child.stopping)
-            service = self.service(child.service)
-            # Embedders always come back; a palace only if it has work waiting.
-            if child.service == p.EMBEDDER_SERVICE or service.busy:
+            # Embedders and the dreamer always come back; a palace only if it has work waiting.
+            always = child.service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE)
+            if always or self.service(child.service).busy:
                 self.supervisor.schedule_restart(child)
             else:
                 self.supervisor.forget(child)
@@ -383,6 +398,7 @@ class Broker:
             pending_list.clear()
         for service in self.services.values():
             self.disconnect_service(service)
+        self.supervisor.terminate(p.DREAMER_SERVICE)
         for child in self.supervisor.children.values():
             child.stopping = True
         self.supervisor.shutdown(grace_s)

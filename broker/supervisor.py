@@ -49,6 +49,8 @@ def argv_for(service: str) -> list[str]:
     """The command line of the process that serves ``service``."""
     if service == p.EMBEDDER_SERVICE:
         return [sys.executable, "-m", "trusty_memory.workers.embedder"]
+    if service == p.DREAMER_SERVICE:
+        return [sys.executable, "-m", "trusty_memory.dreamer", "--supervised"]
     if service.startswith(p.PALACE_SERVICE_PREFIX):
         palace = service[len(p.PALACE_SERVICE_PREFIX) :]
         return [sys.executable, "-m", "trusty_memory.workers.palace", "--palace", palace]
@@ -118,6 +120,14 @@ class Supervisor:
         for child in self.children.values():
             if child.restart_at is not None and child.restart_at <= now and not child.running:
                 self._spawn(child)
+
+    def terminate(self, service: str) -> None:
+        """SIGTERM the children of ``service`` (a client child, e.g. the dreamer, is not
+        reached by the workers' ``W_DISCONNECT``)."""
+        for child in self.children.values():
+            if child.service == service and child.running:
+                child.stopping = True
+                child.popen.terminate()
 
     def kill(self, pid: int) -> None:
         try:

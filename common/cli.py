@@ -202,6 +202,42 @@ def cmd_import(args) -> int:
     return 0 if summary.ok else 1
 
 
+def cmd_dream(args) -> int:
+    from trusty_memory.config import load_config
+    from trusty_memory.dreamer import progress
+    from trusty_memory.dreamer.__main__ import dream_once
+
+    emit = progress.json_lines() if args.json else progress.text()
+    palaces = [args.palace] if args.palace else None
+    dream_once(load_config(), palaces, dry_run=args.dry_run, emit=emit)
+    return 0
+
+
+def cmd_dreamer(args) -> int:
+    from trusty_memory.dreamer.__main__ import run_dreamer
+
+    return run_dreamer(supervised=False, json_lines=args.json)
+
+
+def cmd_archive(args) -> int:
+    client = _client()
+    if args.action == "restore":
+        if not args.drawer_id:
+            print("trusty-memory: archive restore needs a DRAWER_ID", file=sys.stderr)
+            return 2
+        data = client.call("archive_restore", {"drawer_id": args.drawer_id}, palace=args.palace)
+        _print(args, data, f"restored {data['drawer_id']}")
+        return 0
+    params = {"limit": args.limit, "reason": args.reason}
+    data = client.call("archive_list", params, palace=args.palace)
+    lines = []
+    for d in data["drawers"]:
+        why = f"merged into {d['merged_into']}" if d["reason"] == "merged" else d["reason"]
+        lines.append(f"{d['archived_at']}  {d['drawer_id']}  {why}  {d['content'][:60]}")
+    _print(args, data, "\n".join(lines) or "(archive empty)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trusty-memory", description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -262,6 +298,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-size", type=int, default=500, help="lines per transaction")
     s.add_argument("--dry-run", action="store_true", help="validate every line, send nothing")
     s.set_defaults(fn=cmd_import)
+
+    s = sub.add_parser("dream", help="one dream pass now: dedup, decay, prune (see --dry-run)")
+    s.add_argument("--palace", help="only this palace (default: all)")
+    s.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    s.add_argument("--json", action="store_true", help="JSON-lines progress events")
+    s.set_defaults(fn=cmd_dream)
+
+    s = sub.add_parser("dreamer", help="run the dreamer process in the foreground")
+    s.add_argument("--json", action="store_true", help="JSON-lines events on stdout")
+    s.set_defaults(fn=cmd_dreamer)
+
+    s = sub.add_parser("archive", help="drawers the dreamer pruned or merged: list, restore")
+    s.add_argument("action", choices=["list", "restore"])
+    s.add_argument("palace")
+    s.add_argument("drawer_id", nargs="?")
+    s.add_argument("--reason", choices=["pruned", "merged"])
+    s.add_argument("--limit", type=int, default=50)
+    s.set_defaults(fn=cmd_archive)
 
     s = sub.add_parser("palace", help="list, create or inspect palaces")
     s.add_argument("action", choices=["list", "create", "info"])

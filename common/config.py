@@ -18,6 +18,10 @@ Example ``config.toml``::
     [embedder]
     pool_size = 1
     model = "minilm"          # "deterministic-test" only in fast unit tests
+
+    [dreamer]
+    enabled = true            # the daemon runs and supervises the dreamer
+    idle_after_s = 900        # dream a palace once it has been idle this long
 """
 
 from __future__ import annotations
@@ -73,12 +77,38 @@ class EmbedderSettings:
 
 
 @dataclass(frozen=True)
+class DreamerSettings:
+    """The dreamer (``dreamer/``): when it runs and what a pass does."""
+
+    enabled: bool = True  # the daemon starts and supervises it
+    # A palace is dreamed once it has had no foreground request for this long (and has
+    # had some since its last pass), and at least every ``every_s`` anyway, since decay
+    # is driven by time alone.
+    idle_after_s: float = 900.0
+    every_s: float = 86_400.0
+    poll_s: float = 5.0
+    pass_budget_s: float = 600.0  # a pass stops (and records what it did) after this
+    pause_s: float = 0.01  # between batches: foreground requests go first
+    duplicate_threshold: float = 0.95
+    neighbours: int = 8
+    half_life_days: float = 90.0
+    prune_below: float = 0.05
+    prune_min_age_days: float = 30.0
+    kg_decay: bool = False
+    kg_half_life_days: float = 180.0
+    scan_batch: int = 256  # drawers per dream_scan request
+    merge_batch: int = 64  # groups per dream_merge request
+    decay_batch: int = 1000  # drawers per dream_decay request
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     run_dir: Path
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     palace: PalaceSettings = field(default_factory=PalaceSettings)
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
+    dreamer: DreamerSettings = field(default_factory=DreamerSettings)
 
     @property
     def palaces_dir(self) -> Path:
@@ -124,8 +154,15 @@ def _section(cls: type, raw: dict[str, Any], env_prefix: str) -> Any:
         if env is not None:
             values[f.name] = env
     inst = cls()
-    typed = {k: type(getattr(inst, k))(v) for k, v in values.items()}
+    typed = {k: _typed(getattr(inst, k), v) for k, v in values.items()}
     return replace(inst, **typed)
+
+
+def _typed(default: Any, value: Any) -> Any:
+    """A setting in the type of its default; "0", "false", "no", "off" are False."""
+    if isinstance(default, bool) and isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off", "")
+    return type(default)(value)
 
 
 def _run_dir(home: Path) -> Path:
@@ -151,4 +188,5 @@ def load_config() -> Config:
         broker=_section(BrokerSettings, raw.get("broker", {}), "TRUSTY_MEMORY_BROKER_"),
         palace=_section(PalaceSettings, raw.get("palace", {}), "TRUSTY_MEMORY_PALACE_"),
         embedder=_section(EmbedderSettings, raw.get("embedder", {}), "TRUSTY_MEMORY_EMBEDDER_"),
+        dreamer=_section(DreamerSettings, raw.get("dreamer", {}), "TRUSTY_MEMORY_DREAMER_"),
     )

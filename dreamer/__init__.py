@@ -1,0 +1,15 @@
+"""The dreamer: keeps palaces healthy while they are idle.
+
+A separate process and a client of the broker like any other (it never opens a palace's
+files): every step is a ``dream_*`` request that the palace's writer runs as one bounded
+batch in one transaction (``workers/maintenance.py``). The pieces:
+
+* ``planner``   turns duplicate pairs into merge groups (pure, no I/O).
+* ``progress``  the JSON-lines events, Engram's trainer protocol: progress, metric,
+                recommendation, complete.
+* ``runner``    one pass over one palace: scan -> merge -> decay/prune -> KG -> finish,
+                preview (``dry_run``) or apply, within a time budget, yielding between
+                batches.
+* ``scheduler`` the long-running loop: which palace is due (idle long enough, or not
+                dreamed for ``every_s``), and stepping aside when foreground work arrives.
+"""

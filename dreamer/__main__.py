@@ -1,0 +1,76 @@
+"""``python -m trusty_memory.dreamer``: the dreamer process, and the one-shot ``dream``.
+
+Run by the daemon with ``--supervised`` (it then stops when the daemon goes away), or by
+hand as ``trusty-memory dreamer``. ``trusty-memory dream`` runs one pass in the calling
+process instead (``dream_once``): the dreamer is only a client, so both are the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from trusty_memory.config import Config, load_config
+from trusty_memory.dreamer import progress as ev
+from trusty_memory.dreamer.runner import DreamPass, PassReport
+from trusty_memory.dreamer.scheduler import Scheduler
+
+
+def dream_once(
+    config: Config,
+    palaces: list[str] | None = None,
+    *,
+    dry_run: bool = False,
+    emit: ev.Emit = ev.silent,
+    autostart: bool = True,
+) -> list[PassReport]:
+    """One pass over each palace (all of them when ``palaces`` is None), in this process."""
+    from trusty_memory.client.sync import Client
+
+    with Client(config, autostart=autostart) as client:
+        names = palaces or client.palace_list()
+        return [
+            DreamPass(client, name, config.dreamer, dry_run=dry_run, emit=emit).run()
+            for name in names
+        ]
+
+
+def run_dreamer(supervised: bool = False, json_lines: bool = False) -> int:
+    """The long-running dreamer: the scheduler's loop until SIGTERM/SIGINT."""
+    from trusty_memory.client.sync import Client
+    from trusty_memory.logs import setup_logging
+
+    config = load_config()
+    log = setup_logging("dreamer", default_level="info")
+    client = Client(config, autostart=not supervised)
+    emit = ev.json_lines() if json_lines else ev.silent
+    scheduler = Scheduler(
+        client, config.dreamer, log, emit=emit, parent_pid=os.getppid() if supervised else None
+    )
+
+    def stop(signum, frame) -> None:
+        scheduler.running = False
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("dreamer started", supervised=supervised, idle_after_s=config.dreamer.idle_after_s)
+    try:
+        scheduler.run()
+    finally:
+        client.close()
+        log.info("dreamer stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trusty-memory-dreamer")
+    parser.add_argument("--supervised", action="store_true", help="run as the daemon's child")
+    parser.add_argument("--json", action="store_true", help="JSON-lines events on stdout")
+    args = parser.parse_args(argv)
+    return run_dreamer(supervised=args.supervised, json_lines=args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
