@@ -65,6 +65,8 @@ class Scheduler:
 
     def due(self, palace: str, service: dict | None) -> str | None:
         if service is not None:
+            if _busy(service):  # e.g. a first remember waiting for the model to load
+                return None
             requests = service.get("foreground_requests", 0)
             changed = requests != self.dreamed_requests.get(palace, 0)
             if changed and service.get("idle_s", 0.0) >= self.s.idle_after_s:
@@ -108,3 +110,8 @@ class Scheduler:
         deadline = time.monotonic() + seconds
         while self.running and time.monotonic() < deadline:
             time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
+def _busy(service: dict) -> bool:
+    """Requests queued for, or in the hands of, the palace's workers."""
+    return bool(service.get("queued")) or any(w.get("inflight") for w in service["workers"])

@@ -1,0 +1,59 @@
+"""The daemon's own dreamer: started by default, dreams idle palaces, restarted on crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from trusty_memory.client.sync import Client
+
+from tests.conftest import Daemon
+from tests.dreamer.test_dream_daemon import PLANTED, sql
+
+FAST_DREAMER = {
+    "TRUSTY_MEMORY_DREAMER_IDLE_AFTER_S": "1.5",
+    "TRUSTY_MEMORY_DREAMER_POLL_S": "0.3",
+}
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_the_daemon_dreams_idle_palaces_and_restarts_a_killed_dreamer(fresh_home):
+    daemon = Daemon(fresh_home, FAST_DREAMER).start()
+    client = Client(daemon.config, autostart=False)
+    client.palace_create("idle")
+    for a, b in PLANTED:
+        client.remember("idle", a)
+        client.remember("idle", b)
+    # Only the dreamer talks to the palace now; its own requests do not count as use.
+    dreams = wait_for(
+        lambda: sql(daemon.config, "idle", "SELECT merged FROM dream_log"), 90, "a dream"
+    )
+    assert dreams[0][0] == len(PLANTED)
+    info = client.palace_info("idle")
+    assert info.drawer_count == info.index_count == len(PLANTED)
+    assert info.dream_merged == len(PLANTED) and info.last_dream_at
+
+    first = client.status()["dreamer_pid"]
+    assert first
+    os.kill(first, signal.SIGKILL)
+    second = wait_for(
+        lambda: (pid := client.status()["dreamer_pid"]) not in (None, first) and pid,
+        30,
+        "the dreamer's restart",
+    )
+    os.kill(second, 0)  # alive
+    assert client.status()["restarts"]["dreamer#0"] == 1
+    client.close()
+    started = time.monotonic()
+    daemon.stop()
+    assert time.monotonic() - started < 8, "the dreamer held up the daemon's shutdown"
