@@ -302,11 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("dream", help="one dream pass now: dedup, decay, prune (see --dry-run)")
     s.add_argument("--palace", help="only this palace (default: all)")
     s.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    s.add_argument("--json", action="store_true", help="JSON-lines progress events")
+    s.add_argument(
+        "--json", action="store_true", help="JSON-lines progress events", default=argparse.SUPPRESS
+    )
     s.set_defaults(fn=cmd_dream)
 
     s = sub.add_parser("dreamer", help="run the dreamer process in the foreground")
-    s.add_argument("--json", action="store_true", help="JSON-lines events on stdout")
+    s.add_argument(
+        "--json", action="store_true", help="JSON-lines events on stdout", default=argparse.SUPPRESS
+    )
     s.set_defaults(fn=cmd_dreamer)
 
     s = sub.add_parser("archive", help="drawers the dreamer pruned or merged: list, restore")
