@@ -174,6 +174,10 @@ class RememberParams(msgspec.Struct, kw_only=True):
     drawer_id: str | None = None
     created_at: str | None = None
     metadata: dict[str, Any] | None = None
+    # Embedded instead of ``text`` when given; only ``text`` is stored and searched by
+    # keyword. Lets a caller embed a turn with its neighbouring turns (a context window),
+    # which lifts recall on conversations, while the drawer stays the turn itself.
+    embed_text: str | None = None
 
 
 class RecallParams(msgspec.Struct, kw_only=True):
@@ -448,7 +452,7 @@ class DreamKgDecayResult(msgspec.Struct, kw_only=True):
 
 
 class DreamFinishParams(msgspec.Struct, kw_only=True):
-    """Record an applied pass and refresh the L1 snapshot and the index snapshot."""
+    """Record an applied pass and refresh the L1 snapshot."""
 
     duration_s: float
     merged: int = 0

@@ -104,26 +104,32 @@ class PalaceWorker(Worker):
 
     def check_text(self, method: str, params: object) -> None:
         """Refuse oversized text before it costs an embedding."""
-        text = getattr(params, "text", None) if method == "memory_remember" else None
-        if method in ("memory_recall", "memory_recall_deep"):
-            text = params.query
-        if text is None:
+        if method == "memory_remember":
+            fields = [("text", params.text)]
+            if params.embed_text is not None:
+                fields.append(("embed_text", params.embed_text))
+        elif method in ("memory_recall", "memory_recall_deep"):
+            fields = [("query", params.query)]
+        else:
             return
-        size = len(text.encode("utf-8", "surrogatepass"))
         limit = self.config.palace.max_text_bytes
-        if size > limit:
-            raise p.TrustyError(
-                p.ErrorCode.TEXT_TOO_LARGE, f"{method}: text is {size} bytes; the limit is {limit}"
-            )
-        if not text.strip():
-            field = "text" if method == "memory_remember" else "query"
-            raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"{method}: '{field}' is empty")
+        for field, text in fields:
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > limit:
+                raise p.TrustyError(
+                    p.ErrorCode.TEXT_TOO_LARGE,
+                    f"{method}: {field} is {size} bytes; the limit is {limit}",
+                )
+            if not text.strip():
+                raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"{method}: '{field}' is empty")
 
     def embed_all(self, work) -> tuple[dict[str, np.ndarray], dict[str, p.TrustyError]]:
         needs = [
             (
                 job.request.id,
-                params.text if job.request.method == "memory_remember" else params.query,
+                (params.embed_text or params.text)
+                if job.request.method == "memory_remember"
+                else params.query,
             )
             for job, params in work
             if job.request.method in ("memory_remember", "memory_recall", "memory_recall_deep")
