@@ -241,6 +241,7 @@ def run(n: int, dup_fraction: float, idle_queries: int) -> dict:
         "recall_idle": summary(idle),
         "recall_during_pass": summary(during),
         "p99_ratio_during_vs_idle": round(pct(during, 0.99) / pct(idle, 0.99), 2),
+        "slowest_batch_ms": {k: round(v, 1) for k, v in report.slowest_ms.items()},
     }
 
 

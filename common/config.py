@@ -96,9 +96,11 @@ class DreamerSettings:
     prune_min_age_days: float = 30.0
     kg_decay: bool = False
     kg_half_life_days: float = 180.0
-    scan_batch: int = 256  # drawers per dream_scan request
-    merge_batch: int = 64  # groups per dream_merge request
-    decay_batch: int = 1000  # drawers per dream_decay request
+    # Batch sizes: each request should cost the writer ~10-50 ms, the longest a foreground
+    # request waits behind the dream (see ``bench/dream.py``'s slowest_batch_ms).
+    scan_batch: int = 64  # drawers per dream_scan request
+    merge_batch: int = 16  # groups per dream_merge request
+    decay_batch: int = 250  # drawers per dream_decay request
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trusty_memory import protocol as p
@@ -43,6 +43,7 @@ class PassReport:
     duplicate_pairs: int = 0
     truncated: bool = False
     duration_s: float = 0.0
+    slowest_ms: dict[str, float] = field(default_factory=dict)  # per method
 
     def complete_event(self) -> ev.Event:
         return {
@@ -97,6 +98,8 @@ class DreamPass:
         self.report.duration_s = time.monotonic() - started
         if not self.dry_run:
             self.finish()
+        for method, ms in sorted(self.report.slowest_ms.items()):
+            self.emit(ev.metric(self.palace, f"{method}_slowest_ms", round(ms, 1)))
         self.emit(self.report.complete_event())
         return self.report
 
@@ -189,7 +192,7 @@ class DreamPass:
         self.emit(ev.metric(self.palace, "kg_decayed", self.report.kg_decayed))
 
     def finish(self) -> None:
-        """Record the pass (also refreshes L1 and snapshots the index)."""
+        """Record the pass (also refreshes L1)."""
         r = self.report
         self.call(
             "dream_finish",
@@ -214,7 +217,13 @@ class DreamPass:
             time.sleep(self.s.pause_s)
 
     def call(self, method: str, params: dict) -> Any:
-        return self.client.call(method, params, palace=self.palace, timeout=REQUEST_TIMEOUT_S)
+        started = time.perf_counter()
+        try:
+            return self.client.call(method, params, palace=self.palace, timeout=REQUEST_TIMEOUT_S)
+        finally:
+            # The longest batch is how long a foreground request may wait behind the dream.
+            ms = (time.perf_counter() - started) * 1000
+            self.report.slowest_ms[method] = max(ms, self.report.slowest_ms.get(method, 0.0))
 
 
 def _percent(done: int, total: int, after: int | None) -> float:

@@ -376,10 +376,14 @@ def _forget_in_memory(store: PalaceStore, removed: list[Row]) -> None:
 
 
 def _after_write(store: PalaceStore) -> None:
-    """The index follows the change log; L1 follows importance."""
+    """The index follows the change log; L1 follows importance.
+
+    No index snapshot here: a snapshot rewrites the whole index file, which would stall
+    the foreground requests queued behind this batch. The worker takes it when it next
+    idles; a crash before then costs a change-log replay on open, never data.
+    """
     store._sync_index()
     store._refresh_l1()
-    store.maybe_snapshot()
 
 
 # -- decay and prune -----------------------------------------------------------------------
@@ -455,7 +459,7 @@ def kg_decay_page(store: PalaceStore, params: p.DreamKgDecayParams) -> p.DreamKg
 
 
 def finish(store: PalaceStore, params: p.DreamFinishParams) -> p.PalaceInfo:
-    """Record an applied pass, refresh L1 and snapshot the index; answers ``palace_info``."""
+    """Record an applied pass and refresh L1; answers ``palace_info``."""
     with store._transaction() as conn:
         conn.execute(
             "INSERT INTO dream_log (finished_at, duration_s, merged, decayed, archived,"
@@ -471,7 +475,6 @@ def finish(store: PalaceStore, params: p.DreamFinishParams) -> p.PalaceInfo:
             ),
         )
     store._refresh_l1()
-    store.maybe_snapshot(force=True)
     return store.info()
 
 

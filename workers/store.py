@@ -351,7 +351,7 @@ class PalaceStore:
                     continue
                 content_hash = hashlib.sha256(d.content.encode()).hexdigest()
                 twin = None
-                if getattr(items[i][0], "embed_text", None) is None:
+                if items[i][0].embed_text is None:
                     twin = maintenance.find_exact_duplicate(conn, content_hash, d.room, d.metadata)
                 if twin is not None:
                     label, absorbed[i], old_tags = twin
