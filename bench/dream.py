@@ -161,20 +161,27 @@ def corpus(n: int, dup_fraction: float, seed: int = 7) -> tuple[list[dict], set[
     return drawers, planted
 
 
+def query(phase: int, i: int) -> str:
+    """A query text of its own per phase, none in the corpus: every recall embeds (the
+    embedder caches by text, so reusing queries across phases would compare cache hits
+    against misses)."""
+    return sentence(1_000_000 * (phase + 1) + i)
+
+
 def recall_latencies(client: Client, palace: str, stop: threading.Event, out: list[float]):
     i = 0
     while not stop.is_set():
         t0 = time.perf_counter()
-        client.recall(palace, sentence(i * 37 + 11), top_k=10)
+        client.recall(palace, query(1, i), top_k=10)
         out.append((time.perf_counter() - t0) * 1000)
         i += 1
 
 
-def idle_latencies(client: Client, n: int) -> list[float]:
+def idle_latencies(client: Client, n: int, phase: int) -> list[float]:
     out = []
     for i in range(n):
         t0 = time.perf_counter()
-        client.recall("dream", sentence(i * 37 + 11), top_k=10)
+        client.recall("dream", query(phase, i), top_k=10)
         out.append((time.perf_counter() - t0) * 1000)
     return out
 
@@ -207,7 +214,7 @@ def run(n: int, dup_fraction: float, idle_queries: int) -> dict:
         import_s = time.monotonic() - t0
         for i in range(20):  # warm up
             client.recall("dream", sentence(i))
-        idle = idle_latencies(client, idle_queries // 2)  # half before the pass, half after
+        idle = idle_latencies(client, idle_queries // 2, 0)  # half before the pass, half after
 
         during: list[float] = []
         stop = threading.Event()
@@ -220,7 +227,7 @@ def run(n: int, dup_fraction: float, idle_queries: int) -> dict:
         thread.join()
         reader.close()
 
-        idle += idle_latencies(client, idle_queries - idle_queries // 2)
+        idle += idle_latencies(client, idle_queries - idle_queries // 2, 2)
         merges = merged_pairs(client, "dream")
         correct = sum(1 for pair in merges if pair in planted)
         info = client.palace_info("dream")
