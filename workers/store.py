@@ -26,7 +26,8 @@ Retrieval layers (``RecallHit.layer``):
   it in the progressive order L1 -> L2, so its layer never depends on whether the
   approximate L2 search happened to find it too.
 * 2 - found by the HNSW search only.
-* 3 - deep recall: a wider HNSW search fused with FTS5 BM25 by reciprocal-rank fusion.
+* 3 - deep recall: a wider HNSW search fused with FTS5 BM25 (stopwords dropped from the
+  query) by reciprocal-rank fusion; the fusion lives in ``retrieval.py``.
 
 Scores are higher-is-better: cosine similarity for layers 1 and 2; for layer 3 the RRF score
 scaled so that ranking first in both lists is 1.0 (first in one list only is 0.5).
@@ -66,7 +67,7 @@ from trusty_memory.protocol import (
     Triple,
     TrustyError,
 )
-from trusty_memory.workers import maintenance
+from trusty_memory.workers import maintenance, retrieval
 from trusty_memory.workers import store_values as v
 from trusty_memory.workers.index import VectorIndex
 from trusty_memory.workers.store_schema import connect
@@ -78,7 +79,6 @@ META_FILE = "palace.json"
 IDENTITY_FILE = "identity.txt"
 L1_SIZE = 32
 LIST_LIMIT_MAX = 1000
-RRF_K = 60  # the usual reciprocal-rank-fusion constant
 REBUILD_CHUNK = 4096
 
 P = ParamSpec("P")
@@ -590,16 +590,15 @@ class PalaceStore:
         room: str | None,
         tag: str | None,
     ) -> list[tuple[int, float, int]]:
-        n = max(100, 10 * top_k)
+        n = max(retrieval.CANDIDATES, 10 * top_k)
         ef = max(n, 4 * self.settings.ef_search)
         vector_ranked = [label for label, _ in self.index.search(query, n, ef=ef, allowed=allowed)]
         text_ranked = self._bm25(query_text, n, room, tag)
-        fused: Counter[int] = Counter()
-        for ranking in (vector_ranked, text_ranked):
-            for rank, label in enumerate(ranking, start=1):
-                fused[label] += 1.0 / (RRF_K + rank)
-        best = 2.0 / (RRF_K + 1)
-        return [(label, score / best, 3) for label, score in fused.most_common(top_k)]
+        fused = retrieval.rrf(
+            [(vector_ranked, retrieval.VECTOR_WEIGHT), (text_ranked, retrieval.TEXT_WEIGHT)],
+            top_k,
+        )
+        return [(label, score, 3) for label, score in fused]
 
     def _bm25(self, query_text: str, n: int, room: str | None, tag: str | None) -> list[int]:
         """Labels ranked by FTS5 BM25, with the same filters applied inside the query."""

@@ -100,9 +100,28 @@ def unit_vector(vector: object, dim: int, field: str = "vector") -> np.ndarray:
     return arr / norm
 
 
+# English function words: in an OR query they match nearly every drawer, so they only add
+# noise to BM25's ranking (and cost time). Dropped unless the query has nothing else.
+STOPWORDS = frozenset(
+    """a about after again all also am an and any are as at be been before being between both
+    but by can could did do does doing done during each for from had has have having he her
+    here hers herself him himself his how i if in into is it its itself just me more most my
+    myself no nor not of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these they this
+    those through to too under until up very was we were what when where which while who whom
+    why will with would you your yours yourself yourselves""".split()  # noqa: SIM905
+)
+
+
 def fts_query(text: str) -> str | None:
-    """Turn free text into a safe FTS5 query: quoted terms joined by OR (None if no terms)."""
-    terms = list(dict.fromkeys(t.lower() for t in _FTS_TOKEN.findall(text)))[:MAX_FTS_TERMS]
+    """Turn free text into a safe FTS5 query: quoted terms joined by OR (None if no terms).
+
+    Stopwords are dropped unless nothing else is left; an OR query (rather than AND) lets
+    BM25 rank a drawer that matches most of a question's words, which is how questions are
+    asked of a memory.
+    """
+    terms = list(dict.fromkeys(t.lower() for t in _FTS_TOKEN.findall(text)))
+    terms = ([t for t in terms if t not in STOPWORDS] or terms)[:MAX_FTS_TERMS]
     if not terms:
         return None
     return " OR ".join(f'"{t}"' for t in terms)
