@@ -25,10 +25,9 @@ import threading
 import time
 import uuid
 
+from bench.harness import pct, running_daemon, summary
 from trusty_memory.client.sync import Client
 from trusty_memory.dreamer.runner import DreamPass
-
-from bench.harness import pct, running_daemon, summary
 
 PEOPLE = [
     "Alice",

@@ -18,9 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from trusty_memory.client.sync import Client
-
 from bench.harness import TOPICS, fill, pss_mb, rss_mb, running_daemon, sentence, summary
+from trusty_memory.client.sync import Client
 
 
 def throughput(config, palace: str, clients: int, seconds: float) -> float:

@@ -56,6 +56,7 @@ from locomo_data import (
     load,
     score,
 )
+
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
 from trusty_memory.config import load_config

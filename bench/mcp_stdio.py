@@ -25,9 +25,8 @@ import threading
 import time
 from pathlib import Path
 
-from trusty_memory.client.sync import Client
-
 from bench.harness import TOPICS, fill, running_daemon, sentence, summary
+from trusty_memory.client.sync import Client
 
 SERVE = [shutil.which("trusty-memory") or ".venv/bin/trusty-memory", "serve"]
 INIT = {

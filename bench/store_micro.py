@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import structlog
+
 from trusty_memory.config import PalaceSettings
 from trusty_memory.protocol import RememberParams
 from trusty_memory.workers.store import PalaceStore

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import zmq
+
 from trusty_memory import __version__
 from trusty_memory import protocol as p
 from trusty_memory.broker.palaces import PalaceRegistry

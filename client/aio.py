@@ -15,6 +15,7 @@ from typing import Any
 
 import zmq
 import zmq.asyncio
+
 from trusty_memory import protocol as p
 from trusty_memory.client.daemon import daemon_pid, ensure_daemon, is_local
 from trusty_memory.client.sync import POLL_SLICE_S, prepare_params

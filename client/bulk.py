@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import msgspec
+
 from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
 from trusty_memory.workers.bulk import check_drawer, check_triple

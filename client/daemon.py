@@ -17,6 +17,7 @@ import threading
 import time
 
 import zmq
+
 from trusty_memory import protocol as p
 from trusty_memory.config import Config
 

@@ -134,6 +134,7 @@ def build_server(front: FrontEnd, version: str) -> Any:
     import mcp.types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
+
     from trusty_memory.client.mcp_tools import ToolError, tool_definitions
 
     tools = [types.Tool.model_validate(t) for t in tool_definitions(front.default_palace)]

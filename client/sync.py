@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 import zmq
+
 from trusty_memory import protocol as p
 from trusty_memory.client.daemon import daemon_pid, ensure_daemon, is_local
 from trusty_memory.config import Config, load_config

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 import zmq
+
 from trusty_memory import protocol as p
 from trusty_memory.config import Config
 

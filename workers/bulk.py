@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
+
 from trusty_memory import names
 from trusty_memory import protocol as p
 from trusty_memory.workers import store_values as v

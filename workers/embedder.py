@@ -18,6 +18,7 @@ import time
 from collections import OrderedDict
 
 import numpy as np
+
 from trusty_memory import protocol as p
 from trusty_memory.config import Config, load_config
 from trusty_memory.logs import setup_logging

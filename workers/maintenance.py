@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from trusty_memory import protocol as p
 from trusty_memory.workers import store_values as v
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
 from trusty_memory.config import Config, load_config

@@ -51,6 +51,7 @@ import msgspec
 import numpy as np
 import sqlite_utils
 import structlog
+
 from trusty_memory import names
 from trusty_memory.config import PalaceSettings
 from trusty_memory.protocol import (

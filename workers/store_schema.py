@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import sqlite_utils
+
 from trusty_memory.protocol import ErrorCode, TrustyError
 
 BUSY_TIMEOUT_MS = 5000

@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime
 
 import numpy as np
+
 from trusty_memory.protocol import ErrorCode, TrustyError
 
 # FTS5 terms: runs of letters/digits. Each is quoted, so no user text can be FTS syntax.

@@ -17,14 +17,14 @@ import time
 import uuid
 
 import pytest
+
+from tests.conftest import Daemon, _short_tmp
+from tests.dreamer.corpus import sentence, twin
 from trusty_memory.client.sync import Client
 from trusty_memory.config import Config
 from trusty_memory.dreamer import progress
 from trusty_memory.dreamer.__main__ import dream_once
 from trusty_memory.protocol import ErrorCode, TrustyError
-
-from tests.conftest import Daemon, _short_tmp
-from tests.dreamer.corpus import sentence, twin
 
 # Near-duplicates as MiniLM sees them (cosine 0.958 .. 0.99) and distinct notes (< 0.6).
 PLANTED = [

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from trusty_memory import protocol as p
 from trusty_memory.config import PalaceSettings
 from trusty_memory.dreamer.planner import group_pairs

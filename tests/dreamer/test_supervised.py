@@ -6,10 +6,9 @@ import os
 import signal
 import time
 
-from trusty_memory.client.sync import Client
-
 from tests.conftest import Daemon
 from tests.dreamer.test_dream_daemon import PLANTED, sql
+from trusty_memory.client.sync import Client
 
 FAST_DREAMER = {
     "TRUSTY_MEMORY_DREAMER_IDLE_AFTER_S": "1.5",

@@ -7,6 +7,7 @@ import os
 import msgspec
 import pytest
 import zmq
+
 from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
 from trusty_memory.protocol import ErrorCode, TrustyError

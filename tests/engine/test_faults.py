@@ -10,11 +10,10 @@ import threading
 import time
 from pathlib import Path
 
+from tests.conftest import Daemon
 from trusty_memory.client.daemon import daemon_pid
 from trusty_memory.client.sync import Client
 from trusty_memory.protocol import TrustyError
-
-from tests.conftest import Daemon
 
 
 def worker_pid(client: Client, service: str) -> int:

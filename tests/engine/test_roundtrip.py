@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from trusty_memory.client.sync import Client
 from trusty_memory.protocol import ErrorCode, TrustyError
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.mcp.conftest import sdk_session
 from trusty_memory import __version__
 from trusty_memory.client.mcp_stdio import HANDSHAKE_PROTOCOL_VERSIONS
-
-from tests.mcp.conftest import sdk_session
 
 
 def test_initialize_result_without_palace(raw_serve):

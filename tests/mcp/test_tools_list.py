@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from trusty_memory.client.mcp_tools import tool_definitions
-
 from tests.mcp.conftest import sdk_session
+from trusty_memory.client.mcp_tools import tool_definitions
 
 # Copied from the contract (seeds/000, section 4, "Full tools/list response").
 CONTRACT_TOOLS = [

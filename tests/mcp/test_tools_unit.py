@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 import pytest
+
 from trusty_memory.client.mcp_tools import ToolError, call_tool
 from trusty_memory.protocol import ErrorCode, TrustyError
 

@@ -9,6 +9,7 @@ can match it), and a reply whose meaning lives in the turn before it (only its
 from __future__ import annotations
 
 import pytest
+
 from trusty_memory.client.sync import Client
 
 pytestmark = pytest.mark.slow

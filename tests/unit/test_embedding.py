@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from trusty_memory.workers.embedder import VectorCache
 from trusty_memory.workers.embedding import DeterministicTestEmbedder, MiniLMEmbedder
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from trusty_memory.workers.index import VectorIndex, top_k_exact
 
 DIM = 32

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+
 from trusty_memory import protocol as p
 from trusty_memory.names import normalize_room, validate_palace_name
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from trusty_memory.config import PalaceSettings
 from trusty_memory.protocol import (
     ErrorCode,
