@@ -33,11 +33,17 @@ import sys
 import time
 from typing import Any
 
-from trusty_memory.client.mcp_stdio import EOF, INVALID_REQUEST, StdioEdge, error_message
+from trusty_memory.client.mcp_stdio import (
+    EOF,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    StdioEdge,
+    error_message,
+)
 
 GRACE_S = 1.5  # in-flight calls get this long after SIGTERM/SIGINT; the contract allows 2 s
+HARD_EXIT_S = 1.9  # after a signal, exit 0 by then whatever is still running (a stuck thread)
 EOF_DRAIN_S = 120.0  # after stdin EOF, requests already read may still finish (model loads)
-INTERNAL_ERROR = -32603
 USAGE_ERROR = 2
 
 
@@ -215,15 +221,21 @@ async def _serve(edge: StdioEdge, front: FrontEnd, http_sock: Any, version: str)
         front.log.info("signal received, shutting down", signal=signal.Signals(signum).name)
         edge.stop_reading()
         stop.set()
+        _exit_after(HARD_EXIT_S, edge)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
 
     async def pump_out() -> None:
         async for session_message in from_sdk:
-            edge.emit(
-                session_message.message.model_dump(mode="json", by_alias=True, exclude_unset=True)
-            )
+            try:
+                edge.emit(
+                    session_message.message.model_dump(
+                        mode="json", by_alias=True, exclude_unset=True
+                    )
+                )
+            except Exception:  # one bad message must not silence every later answer
+                front.log.exception("could not write a message to stdout")
 
     async def run_sdk() -> None:
         await server.run(sdk_in, sdk_out, server.create_initialization_options())
@@ -255,18 +267,14 @@ async def _serve(edge: StdioEdge, front: FrontEnd, http_sock: Any, version: str)
             grace = GRACE_S
         else:
             grace = EOF_DRAIN_S
-        # Let requests already handed to the SDK answer; the signal path stops waiting
-        # early, and a second signal (stop set by then) cannot extend it.
-        drained = asyncio.create_task(asyncio.to_thread(edge.wait_idle, grace))
-        waiters = {drained}
-        if not stop.is_set():
-            waiters.add(asyncio.create_task(stop.wait()))
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        if not drained.done() and stop.is_set():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(drained), GRACE_S)
-        for waiter in waiters:
-            waiter.cancel()
+        # Let requests already handed to the SDK answer. Polled on the loop, not waited
+        # for in a thread: asyncio.run() joins its threads, so a thread parked here would
+        # hold the exit. A signal during the EOF drain cuts it down to GRACE_S.
+        deadline = time.monotonic() + grace
+        while edge.inflight() and time.monotonic() < deadline:
+            if stop.is_set() and grace > GRACE_S:
+                grace, deadline = GRACE_S, min(deadline, time.monotonic() + GRACE_S)
+            await asyncio.sleep(0.01)
         stop.set()
         await to_sdk.aclose()
         await asyncio.wait(tasks, timeout=0.3)
@@ -340,13 +348,29 @@ def run_serve(
         asyncio.run(_serve(edge, front, http_sock, __version__))
     except ShutdownRequested:
         edge.stop_reading()
+        _exit_after(HARD_EXIT_S, edge)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        # Shutting down: a late signal must not turn exit 0 into death by SIGTERM.
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
         edge.close()
         if http_sock is not None:
             http_sock.close()
     return 0
+
+
+def _exit_after(seconds: float, edge: StdioEdge) -> None:
+    """Exit 0 after ``seconds`` even if some thread (a daemon start-up, a blocked call)
+    would hold the interpreter: the contract promises exit within 2 s of a signal."""
+    import threading
+
+    def hard_exit() -> None:
+        edge.close(timeout=0.05)
+        os._exit(0)
+
+    timer = threading.Timer(seconds, hard_exit)
+    timer.daemon = True
+    timer.start()
 
 
 def _is_loopback_sock(sock: Any) -> bool:

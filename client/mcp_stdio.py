@@ -48,6 +48,12 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+CONNECTION_CLOSED = -32000  # the SDK's answer to calls cut off by shutdown
+
+# A line longer than this is refused (-32700) without being held in memory: the largest
+# legitimate message is a drawer's text (64 KiB by default) with its JSON around it.
+MAX_LINE_BYTES = 16 * 2**20
 
 SERVER_NAME = "trusty-memory"
 
@@ -80,6 +86,25 @@ def initialize_result(requested_version: Any, version: str, default_palace: str 
         "capabilities": {"tools": {}},
         "serverInfo": server_info,
     }
+
+
+def _tools_call_problem(params: Any) -> str | None:
+    """What is wrong with a ``tools/call``'s name or arguments, in the contract's words.
+
+    The SDK would answer ``-32602 Invalid request parameters`` without naming the cause;
+    the contract reports every failure to dispatch a tool as ``-32603`` with one.
+    """
+    if not isinstance(params, dict):
+        return None  # not JSON-RPC at all: the SDK's -32600 Invalid Request
+    name = params.get("name")
+    if name is None:
+        return "tools/call: missing 'name'"
+    if not isinstance(name, str):
+        return "tools/call: 'name' must be a string"
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return f"{name}: 'arguments' must be an object"
+    return None
 
 
 def error_message(rid: Any, code: int, message: str) -> dict[str, Any]:
@@ -177,9 +202,18 @@ class StdioEdge:
     # -- output ------------------------------------------------------------------------
 
     def send(self, message: dict[str, Any]) -> None:
-        """Queue one message for stdout (thread-safe, never blocks)."""
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
-        self._out.put(line.encode("utf-8"))
+        """Queue one message for stdout (thread-safe, never blocks, never raises).
+
+        A string echoed back from the client may hold a lone surrogate (``"\\ud800"`` is
+        valid JSON but not encodable UTF-8); such a message goes out ASCII-escaped, which
+        is still valid JSON and round-trips the same string.
+        """
+        try:
+            line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+            data = line.encode("utf-8")
+        except UnicodeEncodeError:
+            data = (json.dumps(message, separators=(",", ":")) + "\n").encode("ascii")
+        self._out.put(data)
 
     def emit(self, message: dict[str, Any]) -> None:
         """A message from the SDK on its way to stdout: drop the SDK's own ``initialize``
@@ -197,6 +231,11 @@ class StdioEdge:
                 data = error.pop("data", None)
                 if error.get("message") == "Method not found" and isinstance(data, str):
                     error["message"] = f"Method not found: {data}"
+            elif isinstance(error, dict) and error.get("code") == CONNECTION_CLOSED:
+                # A call still running when shutdown closed the session: the contract
+                # knows only -32603 for a tool that could not finish.
+                error.pop("data", None)
+                error.update(code=INTERNAL_ERROR, message="server shutting down")
         self.send(message)
 
     def _write_loop(self) -> None:
@@ -216,13 +255,27 @@ class StdioEdge:
 
     def _read_loop(self) -> None:
         with os.fdopen(self._in_fd, "rb", closefd=False) as stdin:
-            for raw in stdin:
+            while raw := stdin.readline(MAX_LINE_BYTES + 1):
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    self._skip_rest_of_line(stdin)
+                    too_long = f"Parse error: line longer than {MAX_LINE_BYTES} bytes"
+                    self.send(error_message(None, PARSE_ERROR, too_long))
+                    continue
                 if not self._reading:
                     continue
                 line = raw.strip()
-                if line:
+                if not line:
+                    continue
+                try:
                     self.handle_line(line)
+                except Exception as exc:  # a bug must not end the reading: log, go on
+                    self.log("stdin line failed", {"error": repr(exc)})
         self._deliver(EOF)
+
+    @staticmethod
+    def _skip_rest_of_line(stdin: Any) -> None:
+        while (chunk := stdin.readline(MAX_LINE_BYTES)) and not chunk.endswith(b"\n"):
+            pass
 
     def handle_line(self, line: bytes) -> None:
         """Decode one line and route it (public for tests)."""
@@ -235,6 +288,9 @@ class StdioEdge:
             message = json.loads(text, parse_constant=_reject_constant)
         except ValueError as exc:
             self.send(error_message(None, PARSE_ERROR, f"Parse error: {exc}"))
+            return
+        except RecursionError:
+            self.send(error_message(None, PARSE_ERROR, "Parse error: nested too deeply"))
             return
         if isinstance(message, list):
             self.send(
@@ -292,6 +348,9 @@ class StdioEdge:
             return
         if method not in REQUEST_METHODS:
             self.send(error_message(rid, METHOD_NOT_FOUND, f"Method not found: {method}"))
+            return
+        if method == "tools/call" and (problem := _tools_call_problem(message.get("params"))):
+            self.send(error_message(rid, INTERNAL_ERROR, problem))
             return
         if method == "initialize":
             params = message.get("params")

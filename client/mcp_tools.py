@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+MAX_INTEGER = 2**31 - 1
+
 # --------------------------------------------------------------------------------------
 # The tool table, verbatim from the contract (seeds/000, section 4).
 
@@ -220,6 +222,8 @@ class Args:
             raise ToolError(f"{self.tool}: '{key}' must be an integer, got {_json_type(value)}")
         if value < 1:
             raise ToolError(f"{self.tool}: '{key}' must be a positive integer, got {value}")
+        if value > MAX_INTEGER:  # the wire's integers are bounded; the worker bounds it more
+            raise ToolError(f"{self.tool}: '{key}' is too large: {value}")
         return value
 
     def unit_number(self, key: str, default: float) -> float:

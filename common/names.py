@@ -54,7 +54,9 @@ def validate_palace_name(name: object) -> str:
 
 
 def normalize_room(room: str | None) -> str:
-    """Named rooms match case-insensitively; empty or missing means ``General``."""
-    if room is None or not room.strip():
+    """Named rooms match case-insensitively; empty or missing means ``General``. Outer
+    whitespace never counts, so ``" Ops "`` and ``"Ops"`` are one custom room."""
+    room = (room or "").strip()
+    if not room:
         return DEFAULT_ROOM
-    return _ROOMS_BY_LOWER.get(room.strip().lower(), room)
+    return _ROOMS_BY_LOWER.get(room.lower(), room)

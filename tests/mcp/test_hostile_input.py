@@ -1,0 +1,124 @@
+"""Hostile input at the stdio edge: every bad line gets an answer and the server reads on.
+
+Each case here once stopped a real server from reading stdin (a reader thread that died)
+or from writing stdout (a writer that could not encode an echoed string).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from trusty_memory.client.mcp_stdio import MAX_LINE_BYTES
+
+NO_DAEMON = {"TRUSTY_MEMORY_BROKER_FRONTEND": "tcp://127.0.0.1:9"}
+
+
+def _still_serving(s, rid: int = 99) -> None:
+    assert s.call(rid, "ping") == {"jsonrpc": "2.0", "id": rid, "result": {}}
+
+
+def test_deep_nesting_is_a_parse_error(raw_serve):
+    s = raw_serve()
+    s.initialize()
+    s.write(b"[" * 100_000)
+    err = s.recv()
+    assert err["id"] is None and err["error"]["code"] == -32700
+    assert "nested too deeply" in err["error"]["message"]
+    _still_serving(s)
+
+
+def test_lone_surrogates_echoed_back_stay_valid_json(raw_serve):
+    s = raw_serve(**NO_DAEMON)
+    s.initialize()
+    # in the method name (echoed by -32601) ...
+    s.write(b'{"jsonrpc":"2.0","id":1,"method":"x\\ud800"}')
+    err = s.recv()
+    assert err["error"] == {"code": -32601, "message": "Method not found: x\ud800"}
+    # ... in a tool name (echoed by the SDK's pump) ...
+    s.write(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t\\udfff"}}')
+    assert s.recv()["error"] == {"code": -32603, "message": "unknown tool: t\udfff"}
+    # ... and in the id itself
+    s.write(b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}')
+    assert s.recv() == {"jsonrpc": "2.0", "id": "\ud800", "result": {}}
+    _still_serving(s)
+    s.close_stdin()
+    assert s.wait() == 0
+
+
+def test_overlong_line_is_refused_without_being_held(raw_serve):
+    s = raw_serve()
+    s.initialize()
+    s.write(b'{"jsonrpc":"2.0","id":1,"method":"ping","pad":"' + b"x" * MAX_LINE_BYTES + b'"}')
+    err = s.recv()
+    assert err["id"] is None and err["error"]["code"] == -32700
+    assert f"longer than {MAX_LINE_BYTES} bytes" in err["error"]["message"]
+    _still_serving(s)
+
+
+def test_tools_call_params_of_the_wrong_shape_name_the_cause(raw_serve):
+    s = raw_serve(**NO_DAEMON)
+    s.initialize()
+    cases = [
+        (
+            {"name": "memory_recall", "arguments": "x"},
+            "memory_recall: 'arguments' must be an object",
+        ),
+        (
+            {"name": "memory_recall", "arguments": [1]},
+            "memory_recall: 'arguments' must be an object",
+        ),
+        ({"arguments": {}}, "tools/call: missing 'name'"),
+        ({"name": 5}, "tools/call: 'name' must be a string"),
+    ]
+    for i, (params, message) in enumerate(cases):
+        resp = s.call(i, "tools/call", params)
+        assert resp["error"] == {"code": -32603, "message": message}, resp
+    _still_serving(s)
+
+
+def test_huge_integers_are_refused_by_name(raw_serve):
+    s = raw_serve(**NO_DAEMON)
+    s.initialize()
+    for i, value in enumerate([10**30, 2**31]):
+        resp = s.tool(i, "memory_recall", {"palace": "p", "query": "q", "top_k": value})
+        assert resp["error"]["code"] == -32603
+        assert resp["error"]["message"] == f"memory_recall: 'top_k' is too large: {value}"
+    resp = s.tool(5, "memory_list", {"palace": "p", "limit": 1e300})
+    assert resp["error"]["message"].startswith("memory_list: 'limit' is too large")
+    _still_serving(s)
+
+
+def test_late_signals_during_shutdown_still_exit_zero(raw_serve):
+    """SIGTERM, then more of them while shutting down: always exit 0, within 2 s."""
+    s = raw_serve(**NO_DAEMON, TRUSTY_MEMORY_BROKER_REQUEST_TIMEOUT_S="30")
+    s.initialize()
+    s.request(
+        1, "tools/call", {"name": "memory_recall", "arguments": {"palace": "p", "query": "q"}}
+    )
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    for _ in range(6):
+        if s.proc.poll() is not None:
+            break
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.25)
+    assert s.wait(5) == 0, s.stderr_text()
+    assert time.monotonic() - t0 < 2.2
+
+
+def test_signal_during_eof_drain_exits_within_2s(raw_serve):
+    """EOF lets in-flight calls finish (up to minutes); a signal then cuts that to 2 s."""
+    s = raw_serve(**NO_DAEMON, TRUSTY_MEMORY_BROKER_REQUEST_TIMEOUT_S="60")
+    s.initialize()
+    s.request(
+        1, "tools/call", {"name": "memory_recall", "arguments": {"palace": "p", "query": "q"}}
+    )
+    time.sleep(0.3)
+    s.close_stdin()
+    time.sleep(0.5)
+    assert s.proc.poll() is None  # still draining the call
+    t0 = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.wait(5) == 0, s.stderr_text()
+    assert time.monotonic() - t0 < 2.0
