@@ -54,6 +54,7 @@ from locomo_data import (
     Turn,
     aggregate,
     load,
+    recall_curve,
     score,
 )
 
@@ -314,12 +315,11 @@ def baseline_bm25(conv: Conversation) -> dict[tuple[str, int], list[str]]:
 
 
 def evaluate(convs: list[Conversation], ranked: dict[tuple[str, int], list[str]]) -> dict:
-    rows = [
-        (q.category, score(q, ranked.get((q.conv, q.index), [])))
-        for conv in convs
-        for q in conv.questions
-    ]
-    return aggregate(rows)
+    pairs = [(q, ranked.get((q.conv, q.index), [])) for conv in convs for q in conv.questions]
+    return {
+        **aggregate((q.category, score(q, r)) for q, r in pairs),
+        "curve": recall_curve(pairs),
+    }
 
 
 def markdown(results: dict[str, dict]) -> str:

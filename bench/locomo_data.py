@@ -189,6 +189,23 @@ def session_recall(gold: Sequence[str], ranked: Sequence[str], k: int) -> float:
 
 
 METRICS = ("turn_r5", "turn_r10", "session_r5", "session_r10")
+CURVE_KS = tuple(range(1, 11))
+
+
+def recall_curve(scored: Iterable[tuple[Question, Sequence[str]]]) -> dict[str, list[float]]:
+    """Mean turn- and session-level recall at k = 1..10 (in %), for the recall@k plots."""
+    pairs = list(scored)
+    if not pairs:
+        return {"k": list(CURVE_KS), "turn": [], "session": []}
+
+    def mean(fn, k: int) -> float:
+        return round(100 * sum(fn(q.gold, r, k) for q, r in pairs) / len(pairs), 2)
+
+    return {
+        "k": list(CURVE_KS),
+        "turn": [mean(turn_recall, k) for k in CURVE_KS],
+        "session": [mean(session_recall, k) for k in CURVE_KS],
+    }
 
 
 def score(question: Question, ranked: Sequence[str]) -> dict[str, float]:

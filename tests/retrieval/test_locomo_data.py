@@ -15,9 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from locomo_data import (
     LoadReport,
+    Question,
     aggregate,
     load,
     normalise_evidence,
+    recall_curve,
     score,
     session_recall,
     turn_recall,
@@ -109,3 +111,13 @@ def test_aggregate_averages_per_question_and_per_category():
     assert result["overall"]["n"] == 2
     assert result["by_category"]["1"]["turn_r5"] == 100.0
     assert result["by_category"]["2"]["turn_r5"] == 50.0
+
+
+def test_recall_curve_rises_to_recall_at_10():
+    q = Question(conv="c", index=0, question="?", category=1, gold=("D1:1", "D2:4"))
+    ranked = ["D1:2", "D1:1", "D3:1", "D2:4"]
+    curve = recall_curve([(q, ranked)])
+    assert curve["k"] == list(range(1, 11))
+    assert curve["turn"][:4] == [0.0, 50.0, 50.0, 100.0]
+    assert curve["session"][0] == 50.0 and curve["session"][3] == 100.0
+    assert curve["turn"][9] == 100.0 * turn_recall(q.gold, ranked, 10)

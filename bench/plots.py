@@ -1,0 +1,144 @@
+"""The plots beside BENCHMARKS.md, drawn from the committed results in ``bench/results/``.
+
+    .venv/bin/pip install matplotlib        # the ``bench`` extra; not needed to run the product
+    .venv/bin/python bench/plots.py [--results bench/results] [--out .]
+
+Three PNGs:
+
+* ``bench-latency-vs-size.png`` - ``memory_recall`` p50/p99 through the Python client against
+  the number of drawers in the palace (engine run at 10k, scale runs above), new queries
+  (each one embedded) and repeated ones (the embedder's cache answers: search path only);
+* ``bench-throughput-vs-sessions.png`` - ``memory_remember`` calls per second against the
+  number of concurrent MCP stdio sessions on one palace;
+* ``bench-recall-at-k.png`` - LoCoMo turn- and session-level recall@k (k = 1..10) of
+  ``memory_recall`` and ``memory_recall_deep`` against the plain-vector and BM25 baselines.
+
+Figures are only as good as the runs behind them: each JSON in ``bench/results/`` names
+the command that made it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(results: Path, name: str) -> dict | None:
+    path = results / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def latency_vs_size(results: Path, out: Path) -> Path:
+    points: list[tuple[int, str, dict]] = []
+    engine = load(results, "engine.json")
+    if engine:
+        points.append((engine["drawers"], "new", engine["recall"]))
+    for path in sorted(results.glob("scale-*.json")):
+        r = json.loads(path.read_text())
+        points.append((r["drawers"], "new", r["recall_new_queries"]))
+        points.append((r["drawers"], "repeated", r["recall_repeated_queries"]))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for kind, marker in (("new", "o"), ("repeated", "s")):
+        rows = sorted((n, lat) for n, k, lat in points if k == kind)
+        if not rows:
+            continue
+        xs = [n for n, _ in rows]
+        ax.plot(xs, [lat["p50_ms"] for _, lat in rows], marker=marker, label=f"p50, {kind} queries")
+        ax.plot(
+            xs,
+            [lat["p99_ms"] for _, lat in rows],
+            marker=marker,
+            linestyle="--",
+            label=f"p99, {kind} queries",
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("drawers in the palace")
+    ax.set_ylabel("memory_recall latency (ms)")
+    ax.set_title("memory_recall latency vs palace size (Python client, 2-core CPU)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    target = out / "bench-latency-vs-size.png"
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target
+
+
+def throughput_vs_sessions(results: Path, out: Path) -> Path | None:
+    mcp = load(results, "mcp.json")
+    if not mcp:
+        return None
+    rows = sorted((int(n), rate) for n, rate in mcp["remember_per_s_by_sessions"].items())
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot([n for n, _ in rows], [r for _, r in rows], marker="o", label="measured")
+    one = rows[0][1]
+    ax.plot(
+        [n for n, _ in rows],
+        [one * n for n, _ in rows],
+        linestyle=":",
+        color="grey",
+        label="linear in sessions (from 1)",
+    )
+    ax.axhline(250, color="red", alpha=0.4, linestyle="--", label="goal at 16 sessions (250/s)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([n for n, _ in rows], [str(n) for n, _ in rows])
+    ax.set_ylim(0, max(max(r for _, r in rows) * 1.3, 300))
+    ax.set_xlabel("concurrent MCP stdio sessions on one palace")
+    ax.set_ylabel("memory_remember calls / s")
+    ax.set_title("remember throughput vs sessions (cross-request batching)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    target = out / "bench-throughput-vs-sessions.png"
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target
+
+
+def recall_at_k(results: Path, out: Path) -> Path | None:
+    locomo = load(results, "locomo.json")
+    if not locomo:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    for ax, level in zip(axes, ("turn", "session"), strict=True):
+        for method, res in locomo["results"].items():
+            curve = res.get("curve")
+            if curve:
+                ax.plot(curve["k"], curve[level], marker=".", label=method)
+        ax.set_title(f"LoCoMo {level}-level recall@k")
+        ax.set_xlabel("k")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("recall (%)")
+    axes[0].legend(fontsize=8)
+    target = out / "bench-recall-at-k.png"
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--out", type=Path, default=ROOT)
+    args = parser.parse_args()
+    for made in (
+        latency_vs_size(args.results, args.out),
+        throughput_vs_sessions(args.results, args.out),
+        recall_at_k(args.results, args.out),
+    ):
+        if made is not None:
+            print(f"wrote {made}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

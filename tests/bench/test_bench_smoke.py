@@ -1,0 +1,86 @@
+"""CI-sized runs of every benchmark in ``bench/``, so none of them rots between releases.
+
+Each one starts its own real daemon in a throw-away home, exactly as the full run does;
+only the sizes are small. The checks are on the shape and sanity of what it reports
+(figures present, counts adding up, quality floors that even a tiny run must clear), never
+on timings: speed goals live in BENCHMARKS.md, measured on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def run_bench(*args: str, timeout: float = 280) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return done
+
+
+def test_engine_bench_smoke(tmp_path):
+    out = tmp_path / "engine.json"
+    run_bench("-m", "bench.engine", "--drawers", "300", "--samples", "30", "--seconds", "2",
+              "--out", str(out))  # fmt: skip
+    r = json.loads(out.read_text())
+    for key in ("noop_round_trip", "remember", "recall", "recall_deep"):
+        assert r[key]["n"] > 0 and 0 < r[key]["p50_ms"] <= r[key]["p99_ms"], (key, r[key])
+    assert r["remember_per_s_1_client"] > 0 and r["remember_per_s_16_clients"] > 0
+    assert r["memory"]["idle_palaces"]["processes"] == 10
+    assert r["memory"]["embedders"]["processes"] >= 1 and r["memory"]["total_rss_mb"] > 0
+
+
+def test_mcp_stdio_bench_smoke(tmp_path):
+    out = tmp_path / "mcp.json"
+    run_bench("-m", "bench.mcp_stdio", "--drawers", "200", "--samples", "32", "--seconds", "1.5",
+              "--spawns", "3", "--out", str(out))  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["spawn_to_initialize"]["n"] == 3
+    for key in ("recall_1_session", "recall_16_sessions", "recall_deep_1_session"):
+        assert r[key]["n"] > 0 and r[key]["p50_ms"] > 0, (key, r[key])
+    assert set(r["remember_per_s_by_sessions"]) == {"1", "2", "4", "8", "16"}
+    assert all(rate > 0 for rate in r["remember_per_s_by_sessions"].values())
+
+
+def test_dream_bench_smoke():
+    done = run_bench("-m", "bench.dream", "--drawers", "400", "--idle-queries", "20", "--json")
+    r = json.loads(done.stdout)
+    assert r["planted_pairs"] == 20
+    assert r["precision"] >= 0.9 and r["recall"] > 0.5, r
+    assert r["drawers_after"] == r["drawers"] - r["merged"] == r["index_after"]
+    assert r["recall_during_pass"]["n"] > 0
+
+
+def test_locomo_bench_smoke(tmp_path):
+    out = tmp_path / "locomo.json"
+    run_bench("bench/locomo.py", "--smoke", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert r["conversations"] == 1 and r["questions_evaluated"] > 0
+    methods = ("memory_recall", "memory_recall_deep", "baseline_vector", "baseline_bm25")
+    for method in methods:
+        overall = r["results"][method]["overall"]
+        assert 0 < overall["turn_r10"] <= 100, (method, overall)
+    assert r["recall_latency_ms"]["memory_recall_deep"]["p50_ms"] > 0
+
+
+def test_scale_bench_smoke(tmp_path):
+    """Import, recall, recall@10 against exact search, RSS, cold open; 2,000 drawers."""
+    out = tmp_path / "scale.json"
+    run_bench("bench/scale.py", "--drawers", "2000", "--queries", "20", "--base", "300",
+              "--out", str(out))  # fmt: skip
+    r = json.loads(out.read_text())
+    assert r["import"]["imported"] == 2000 and r["import"]["bad_lines"] == 0
+    assert r["recall_at_10_vs_exact"] >= 0.9
+    assert r["worker_cold_open_s"] > 0 and r["worker_rss_mb_after_import"] > 0
