@@ -31,6 +31,14 @@ import matplotlib.pyplot as plt
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def save(fig, out: Path, name: str) -> Path:
+    target = out / name
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target
+
+
 def load(results: Path, name: str) -> dict | None:
     path = results / name
     return json.loads(path.read_text()) if path.exists() else None
@@ -65,11 +73,7 @@ def latency_vs_size(results: Path, out: Path) -> Path:
     ax.set_title("memory_recall latency vs palace size (Python client, 2-core CPU)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    target = out / "bench-latency-vs-size.png"
-    fig.tight_layout()
-    fig.savefig(target, dpi=110)
-    plt.close(fig)
-    return target
+    return save(fig, out, "bench-latency-vs-size.png")
 
 
 def throughput_vs_sessions(results: Path, out: Path) -> Path | None:
@@ -96,11 +100,7 @@ def throughput_vs_sessions(results: Path, out: Path) -> Path | None:
     ax.set_title("remember throughput vs sessions (cross-request batching)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    target = out / "bench-throughput-vs-sessions.png"
-    fig.tight_layout()
-    fig.savefig(target, dpi=110)
-    plt.close(fig)
-    return target
+    return save(fig, out, "bench-throughput-vs-sessions.png")
 
 
 def recall_at_k(results: Path, out: Path) -> Path | None:
@@ -118,11 +118,7 @@ def recall_at_k(results: Path, out: Path) -> Path | None:
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("recall (%)")
     axes[0].legend(fontsize=8)
-    target = out / "bench-recall-at-k.png"
-    fig.tight_layout()
-    fig.savefig(target, dpi=110)
-    plt.close(fig)
-    return target
+    return save(fig, out, "bench-recall-at-k.png")
 
 
 def main() -> int:

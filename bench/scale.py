@@ -15,7 +15,8 @@ One run, against a real daemon in a throw-away home:
    ``trusty-memory import`` command: import throughput is drawers / wall second.
 3. ``memory_recall`` p50/p99 through the Python client, for real questions (LoCoMo) never
    seen before (each one is embedded: the full cost an agent pays) and for the same
-   questions again (the embedder's cache answers: the cost of the search path alone).
+   questions again (the embedder's cache answers: the cost of the search path alone);
+   the same two figures for ``memory_recall_deep`` (L3: HNSW at a high ``ef`` + BM25).
 4. recall@10 of what ``memory_recall`` returns against exact top-10 by brute force over
    all N vectors (numpy), computed while generating, so memory stays flat.
 5. Worker RSS (VmRSS of the palace worker) after the recalls, and worker cold open: the
@@ -44,6 +45,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+from harness import summary  # bench/ is sys.path[0]: this file runs as a script
 
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
@@ -207,20 +209,6 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
-
-
-def latency(ms: list[float]) -> dict:
-    return {
-        "n": len(ms),
-        "p50_ms": round(pct(ms, 0.5), 2),
-        "p99_ms": round(pct(ms, 0.99), 2),
-        "mean_ms": round(statistics.fmean(ms), 2),
-    }
-
-
 # -- the run -----------------------------------------------------------------------------
 
 
@@ -264,9 +252,9 @@ def run(args) -> dict:
             import_s = time.monotonic() - t0
             if done.returncode != 0:
                 raise RuntimeError(f"import failed: {done.stderr.decode()[-2000:]}")
-            summary = json.loads(done.stdout)
+            report = json.loads(done.stdout)
             result["import"] = {
-                **summary,
+                **report,
                 "seconds": round(import_s, 1),
                 "drawers_per_s": round(n / import_s, 1),
             }
@@ -285,9 +273,17 @@ def run(args) -> dict:
                 found = client.recall(PALACE, q, top_k=10)
                 warm_ms.append((time.perf_counter() - t) * 1000)
                 hits.append([uuid.UUID(h.drawer_id).int - 1 for h in found.results])
+            deep_new_ms, deep_warm_ms = [], []
+            for q in questions:  # L3 for a text not embedded before, then the same again
+                for texts, into in ((f"Details: {q}", deep_new_ms), (q, deep_warm_ms)):
+                    t = time.perf_counter()
+                    client.recall(PALACE, texts, top_k=10, deep=True)
+                    into.append((time.perf_counter() - t) * 1000)
             truth = exact_top_k(base, n, embed(client, questions))
-            result["recall_new_queries"] = latency(cold_ms)
-            result["recall_repeated_queries"] = latency(warm_ms)
+            result["recall_new_queries"] = summary(cold_ms)
+            result["recall_repeated_queries"] = summary(warm_ms)
+            result["recall_deep_new_queries"] = summary(deep_new_ms)
+            result["recall_deep_repeated_queries"] = summary(deep_warm_ms)
             result["recall_at_10_vs_exact"] = round(
                 statistics.fmean(
                     len(set(h) & set(t.tolist())) / 10 for h, t in zip(hits, truth, strict=True)
@@ -328,6 +324,8 @@ def table(r: dict) -> str:
         ("import (drawers/s)", f"{r['import']['drawers_per_s']:,}  ({r['import']['seconds']} s)"),
         ("recall p50 / p99, new queries (ms)", _pp(r["recall_new_queries"])),
         ("recall p50 / p99, repeated queries (ms)", _pp(r["recall_repeated_queries"])),
+        ("recall_deep p50 / p99, new queries (ms)", _pp(r["recall_deep_new_queries"])),
+        ("recall_deep p50 / p99, repeated (ms)", _pp(r["recall_deep_repeated_queries"])),
         ("recall@10 vs exact", f"{r['recall_at_10_vs_exact']:.3f}"),
         ("worker RSS after import (MB)", f"{r['worker_rss_mb_after_import']:,}"),
         ("worker RSS after cold open + recall (MB)", f"{r['worker_rss_mb_after_recall']:,}"),

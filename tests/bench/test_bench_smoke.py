@@ -83,4 +83,5 @@ def test_scale_bench_smoke(tmp_path):
     r = json.loads(out.read_text())
     assert r["import"]["imported"] == 2000 and r["import"]["bad_lines"] == 0
     assert r["recall_at_10_vs_exact"] >= 0.9
+    assert r["recall_deep_new_queries"]["n"] == r["recall_deep_repeated_queries"]["n"] == 20
     assert r["worker_cold_open_s"] > 0 and r["worker_rss_mb_after_import"] > 0

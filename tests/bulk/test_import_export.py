@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from trusty_memory.client.sync import Client
 
 DIM = 384

@@ -14,6 +14,16 @@ from trusty_memory.client.mcp_stdio import MAX_LINE_BYTES
 NO_DAEMON = {"TRUSTY_MEMORY_BROKER_FRONTEND": "tcp://127.0.0.1:9"}
 
 
+def _with_a_stuck_call(raw_serve, timeout_s: str):
+    """A session with one recall in flight that waits on an unreachable daemon."""
+    s = raw_serve(**NO_DAEMON, TRUSTY_MEMORY_BROKER_REQUEST_TIMEOUT_S=timeout_s)
+    s.initialize()
+    call = {"name": "memory_recall", "arguments": {"palace": "p", "query": "q"}}
+    s.request(1, "tools/call", call)
+    time.sleep(0.3)
+    return s
+
+
 def _still_serving(s, rid: int = 99) -> None:
     assert s.call(rid, "ping") == {"jsonrpc": "2.0", "id": rid, "result": {}}
 
@@ -91,12 +101,7 @@ def test_huge_integers_are_refused_by_name(raw_serve):
 
 def test_late_signals_during_shutdown_still_exit_zero(raw_serve):
     """SIGTERM, then more of them while shutting down: always exit 0, within 2 s."""
-    s = raw_serve(**NO_DAEMON, TRUSTY_MEMORY_BROKER_REQUEST_TIMEOUT_S="30")
-    s.initialize()
-    s.request(
-        1, "tools/call", {"name": "memory_recall", "arguments": {"palace": "p", "query": "q"}}
-    )
-    time.sleep(0.3)
+    s = _with_a_stuck_call(raw_serve, "30")
     t0 = time.monotonic()
     for _ in range(6):
         if s.proc.poll() is not None:
@@ -109,12 +114,7 @@ def test_late_signals_during_shutdown_still_exit_zero(raw_serve):
 
 def test_signal_during_eof_drain_exits_within_2s(raw_serve):
     """EOF lets in-flight calls finish (up to minutes); a signal then cuts that to 2 s."""
-    s = raw_serve(**NO_DAEMON, TRUSTY_MEMORY_BROKER_REQUEST_TIMEOUT_S="60")
-    s.initialize()
-    s.request(
-        1, "tools/call", {"name": "memory_recall", "arguments": {"palace": "p", "query": "q"}}
-    )
-    time.sleep(0.3)
+    s = _with_a_stuck_call(raw_serve, "60")
     s.close_stdin()
     time.sleep(0.5)
     assert s.proc.poll() is None  # still draining the call
