@@ -21,7 +21,7 @@ import os
 import time
 from pathlib import Path
 
-from bench.harness import running_daemon, sentence
+from bench.harness import running_daemon, sentence, worker_pids
 from bench.mcp_stdio import Session, concurrent
 from trusty_memory.client.sync import Client
 
@@ -37,19 +37,12 @@ def cpu_s(pid: int) -> float:
 
 def actors(client: Client, sessions: list[Session]) -> dict[str, list[int]]:
     status = client.status()
-    groups: dict[str, list[int]] = {
+    return {
         "serve (all sessions)": [s.proc.pid for s in sessions],
         "broker": [status["pid"]],
-        "embedder": [],
-        "palace worker": [],
+        "embedder": worker_pids(status, "embedder"),
+        "palace worker": worker_pids(status, "palace:tput"),
     }
-    for service in status["services"]:
-        pids = [w["pid"] for w in service["workers"]]
-        if service["name"] == "embedder":
-            groups["embedder"] += pids
-        elif service["name"] == "palace:tput":
-            groups["palace worker"] += pids
-    return groups
 
 
 def main() -> None:

@@ -18,7 +18,16 @@ import threading
 import time
 from pathlib import Path
 
-from bench.harness import TOPICS, fill, pss_mb, rss_mb, running_daemon, sentence, summary
+from bench.harness import (
+    TOPICS,
+    fill,
+    pss_mb,
+    rss_mb,
+    running_daemon,
+    sentence,
+    summary,
+    worker_pids,
+)
 from trusty_memory.client.sync import Client
 
 
@@ -56,13 +65,11 @@ def timed(fn, samples: int) -> dict:
 def memory(c: Client) -> dict:
     """RSS/PSS of the daemon, the embedders and the workers of the idle palaces."""
     status = c.status()
-    groups: dict[str, list[int]] = {"daemon": [status["pid"]], "embedders": [], "idle_palaces": []}
-    for s in status["services"]:
-        pids = [w["pid"] for w in s["workers"]]
-        if s["name"] == "embedder":
-            groups["embedders"] += pids
-        elif s["name"].startswith("palace:idle"):
-            groups["idle_palaces"] += pids
+    groups = {
+        "daemon": [status["pid"]],
+        "embedders": worker_pids(status, "embedder"),
+        "idle_palaces": worker_pids(status, "palace:idle", prefix=True),
+    }
     out = {}
     for name, pids in groups.items():
         out[name] = {

@@ -92,6 +92,17 @@ def fill(config: Config, palace: str, n: int, clients: int = 16) -> float:
     return n / (time.monotonic() - t0)
 
 
+def worker_pids(status: dict, service: str, *, prefix: bool = False) -> list[int]:
+    """Pids of the workers of a service in a daemon ``status`` (of every service whose name
+    starts with ``service`` when ``prefix``)."""
+    return [
+        int(w["pid"])
+        for s in status["services"]
+        if (s["name"].startswith(service) if prefix else s["name"] == service)
+        for w in s["workers"]
+    ]
+
+
 def rss_mb(pid: int) -> float:
     return _status_kb(pid, "VmRSS:") / 1024
 

@@ -45,7 +45,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from harness import summary  # bench/ is sys.path[0]: this file runs as a script
+from harness import (  # bench/ is sys.path[0]: this file runs as a script
+    rss_mb,
+    summary,
+    worker_pids,
+)
 
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
@@ -195,18 +199,10 @@ def temp_home(keep: bool):
 
 
 def worker_pid(client: Client) -> int:
-    for service in client.status()["services"]:
-        if service["name"] == f"palace:{PALACE}":
-            for w in service["workers"]:
-                return int(w["pid"])
-    raise RuntimeError("no palace worker")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    pids = worker_pids(client.status(), f"palace:{PALACE}")
+    if not pids:
+        raise RuntimeError("no palace worker")
+    return pids[0]
 
 
 # -- the run -----------------------------------------------------------------------------

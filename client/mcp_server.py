@@ -264,16 +264,13 @@ async def _serve(edge: StdioEdge, front: FrontEnd, http_sock: Any, version: str)
         front.log.debug("stopping", reason="signal" if stop.is_set() else "stdin closed")
         if stop.is_set():
             edge.stop_reading()
-            grace = GRACE_S
-        else:
-            grace = EOF_DRAIN_S
         # Let requests already handed to the SDK answer. Polled on the loop, not waited
         # for in a thread: asyncio.run() joins its threads, so a thread parked here would
-        # hold the exit. A signal during the EOF drain cuts it down to GRACE_S.
-        deadline = time.monotonic() + grace
+        # hold the exit. A signal during the EOF drain cuts what is left to GRACE_S.
+        deadline = time.monotonic() + (GRACE_S if stop.is_set() else EOF_DRAIN_S)
         while edge.inflight() and time.monotonic() < deadline:
-            if stop.is_set() and grace > GRACE_S:
-                grace, deadline = GRACE_S, min(deadline, time.monotonic() + GRACE_S)
+            if stop.is_set():
+                deadline = min(deadline, time.monotonic() + GRACE_S)
             await asyncio.sleep(0.01)
         stop.set()
         await to_sdk.aclose()

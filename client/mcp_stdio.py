@@ -135,7 +135,6 @@ class StdioEdge:
         self._stdout_fd = stdout_fd
         self.log = log or (lambda event, fields: None)
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
         self._sink: Sink | None = None
         self._pending: list[Any] = []  # messages (and EOF) waiting for attach()
         self._inflight: set[str] = set()  # ids forwarded to the SDK, not yet answered
@@ -188,16 +187,10 @@ class StdioEdge:
         with self._lock:
             return len(self._inflight)
 
-    def wait_idle(self, timeout: float | None) -> bool:
-        """Block until every forwarded request has been answered (or ``timeout``)."""
-        with self._idle:
-            return self._idle.wait_for(lambda: not self._inflight, timeout)
-
     def forget(self, rid: Any) -> None:
         """A request that will never be answered through :meth:`emit`."""
-        with self._idle:
+        with self._lock:
             self._inflight.discard(_id_key(rid))
-            self._idle.notify_all()
 
     # -- output ------------------------------------------------------------------------
 
@@ -220,12 +213,11 @@ class StdioEdge:
         reply, spell ``Method not found`` the contract's way, settle in-flight ids."""
         if "id" in message and ("result" in message or "error" in message):
             key = _id_key(message["id"])
-            with self._idle:
+            with self._lock:
                 if key in self._suppress:
                     self._suppress.discard(key)
                     return
                 self._inflight.discard(key)
-                self._idle.notify_all()
             error = message.get("error")
             if isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND:
                 data = error.pop("data", None)

@@ -85,3 +85,10 @@ def test_scale_bench_smoke(tmp_path):
     assert r["recall_at_10_vs_exact"] >= 0.9
     assert r["recall_deep_new_queries"]["n"] == r["recall_deep_repeated_queries"]["n"] == 20
     assert r["worker_cold_open_s"] > 0 and r["worker_rss_mb_after_import"] > 0
+
+
+def test_cpu_split_smoke():
+    done = run_bench("-m", "bench.cpu_split", "--sessions", "2", "--seconds", "1.5")
+    r = json.loads(done.stdout)
+    assert r["remembers"] > 0 and r["cpu_ms_per_remember"]["embedder"] > 0, r
+    assert len(r["pids"]["serve (all sessions)"]) == 2 and r["pids"]["palace worker"]
