@@ -74,6 +74,7 @@ class EmbedderSettings:
     batch_max: int = 128
     cache_entries: int = 20_000
     threads: int = 0  # 0: let torch decide
+    frozen: bool = True  # TorchScript-frozen forward pass, verified against eager at load
 
 
 @dataclass(frozen=True)

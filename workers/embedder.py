@@ -57,14 +57,19 @@ class EmbedderWorker(Worker):
     def __init__(self, config: Config, log) -> None:
         super().__init__(config, log)
         settings = config.embedder
-        self.model = make_embedder(settings.model, settings.threads)
+        self.model = make_embedder(settings.model, settings.threads, settings.frozen)
         self.cache = VectorCache(settings.cache_entries)
         self.batch_max = settings.batch_max
 
     def run(self) -> int:
         started = time.monotonic()
         self.model.load()
-        self.log.info("model loaded", model=self.model.name, seconds=time.monotonic() - started)
+        self.log.info(
+            "model loaded",
+            model=self.model.name,
+            forward=getattr(self.model, "mode", "n/a"),
+            seconds=round(time.monotonic() - started, 2),
+        )
         return super().run()
 
     def handle_batch(self, jobs: list[Job]) -> list[Reply]:

