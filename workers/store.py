@@ -81,6 +81,7 @@ IDENTITY_FILE = "identity.txt"
 L1_SIZE = 32
 LIST_LIMIT_MAX = 1000
 REBUILD_CHUNK = 4096
+DOC_COUNT_CACHE = 50_000  # FTS terms whose drawer counts a palace keeps for deep recall
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -144,6 +145,8 @@ class PalaceStore:
         self._tag_labels: dict[str, set[int]] = {}
         self._labels: set[int] = set()
         self._pending_hits: Counter[int] = Counter()
+        self._doc_counts: dict[str, int] = {}  # FTS term -> drawers holding it (capped)
+        self._doc_counts_size = 0  # palace size when those counts were taken
         self._last_seq = 0  # newest seq in the change log
         self._applied_seq = 0  # newest seq the index reflects
         self._snapshot_seq = 0  # seq of the newest snapshot on disk
@@ -602,23 +605,51 @@ class PalaceStore:
         return [(label, score, 3) for label, score in fused]
 
     def _bm25(self, query_text: str, n: int, room: str | None, tag: str | None) -> list[int]:
-        """Labels ranked by FTS5 BM25, with the same filters applied inside the query."""
-        match = v.fts_query(query_text or "")
-        if match is None:
+        """Labels ranked by FTS5 BM25 over every query term, with the same filters applied
+        inside the query, scoring only drawers that hold one of the rarer terms (see
+        ``retrieval.split_terms``)."""
+        rare, common = retrieval.split_terms(v.fts_terms(query_text or ""), self._doc_count)
+        if not rare:
             return []
-        sql = "SELECT f.rowid FROM drawers_fts f"
+        if common:
+            r, c = v.fts_or(rare), v.fts_or(common)
+            matches = [f"({r}) AND ({c})", f"({r}) NOT ({c})"]
+        else:
+            matches = [v.fts_or(rare)]
+        sql = "SELECT f.rowid, f.rank FROM drawers_fts f"
         where = ["drawers_fts MATCH ?"]
-        args: list[object] = [match]
+        filters: list[object] = []
         if room is not None and room.strip():
             sql += " JOIN drawers d ON d.label = f.rowid"
             where.append("d.room = ?")
-            args.append(names.normalize_room(room))
+            filters.append(names.normalize_room(room))
         if tag is not None and tag != "":
             where.append("f.rowid IN (SELECT label FROM drawer_tags WHERE tag = ?)")
-            args.append(tag)
+            filters.append(tag)
         sql += " WHERE " + " AND ".join(where) + " ORDER BY f.rank LIMIT ?"
-        args.append(n)
-        return [row[0] for row in self._conn.execute(sql, args)]
+        rows = [row for m in matches for row in self._conn.execute(sql, [m, *filters, n])]
+        rows.sort(key=lambda row: row[1])  # FTS5 rank: lower is better
+        return [label for label, _ in rows[:n]]
+
+    def _doc_count(self, term: str) -> int:
+        """How many drawers hold ``term``, counted only up to the BM25 budget + 1 and cached
+        until the palace has changed size by a tenth (the split needs an order, not a
+        census)."""
+        size = len(self._labels)
+        if abs(size - self._doc_counts_size) > max(100, self._doc_counts_size // 10):
+            self._doc_counts.clear()
+            self._doc_counts_size = size
+        count = self._doc_counts.get(term)
+        if count is None:
+            if len(self._doc_counts) >= DOC_COUNT_CACHE:
+                self._doc_counts.clear()
+            count = self._conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ?"
+                " LIMIT ?)",
+                (v.fts_or([term]), retrieval.BM25_POSTINGS_BUDGET + 1),
+            ).fetchone()[0]
+            self._doc_counts[term] = count
+        return count
 
     def _hits(self, ranked: list[tuple[int, float, int]]) -> list[RecallHit]:
         """Fetch the ranked drawers in one query and count a hit for each."""

@@ -114,15 +114,23 @@ STOPWORDS = frozenset(
 )
 
 
-def fts_query(text: str) -> str | None:
-    """Turn free text into a safe FTS5 query: quoted terms joined by OR (None if no terms).
+def fts_terms(text: str) -> list[str]:
+    """The distinct lower-cased terms of free text for an FTS5 query, in order.
 
-    Stopwords are dropped unless nothing else is left; an OR query (rather than AND) lets
-    BM25 rank a drawer that matches most of a question's words, which is how questions are
-    asked of a memory.
+    Stopwords are dropped unless nothing else is left; the terms are ORed (rather than
+    ANDed) so BM25 can rank a drawer that matches most of a question's words, which is
+    how questions are asked of a memory.
     """
     terms = list(dict.fromkeys(t.lower() for t in _FTS_TOKEN.findall(text)))
-    terms = ([t for t in terms if t not in STOPWORDS] or terms)[:MAX_FTS_TERMS]
-    if not terms:
-        return None
+    return ([t for t in terms if t not in STOPWORDS] or terms)[:MAX_FTS_TERMS]
+
+
+def fts_or(terms: list[str]) -> str:
+    """A safe FTS5 query matching any of ``terms`` (each quoted, so never syntax)."""
     return " OR ".join(f'"{t}"' for t in terms)
+
+
+def fts_query(text: str) -> str | None:
+    """Free text as one safe FTS5 OR query (None if it has no terms)."""
+    terms = fts_terms(text)
+    return fts_or(terms) if terms else None

@@ -149,6 +149,43 @@ def test_retry_with_same_drawer_id_is_idempotent(store, palace_dir):
     assert sql(palace_dir, "SELECT count(*) FROM changes") == [(1,)]
 
 
+def test_bounded_bm25_scores_rare_term_drawers_with_every_term(store, monkeypatch):
+    """With a budget smaller than a common word's drawer count, BM25 scores only drawers
+    holding a rarer term, but still by all terms: the drawer with both ranks first, and
+    the order matches the unbounded ranking for every drawer holding the rare term."""
+    from trusty_memory.workers import retrieval
+
+    fill(store, 300, prefix="deploy note")  # "deploy" and "note" in 300 drawers each
+    both = remember(store, "deploy the kraken service", room="Ops")
+    rare_only = remember(store, "the kraken ate my homework")
+    long_rare = remember(store, "kraken " + " ".join(f"pad{i}" for i in range(40)))
+    query = "deploy kraken"
+    label = {
+        drawer_id: lbl for lbl, drawer_id in store._conn.execute("SELECT label, id FROM drawers")
+    }
+    unbounded = [label[d] for d in (both, rare_only, long_rare)]
+    full = store._bm25(query, 50, None, None)
+    monkeypatch.setattr(retrieval, "BM25_POSTINGS_BUDGET", 10)
+    store._doc_counts.clear()
+    bounded = store._bm25(query, 50, None, None)
+    assert bounded == [label for label in full if label in unbounded] == unbounded
+    assert store._bm25(query, 50, "Ops", None) == [unbounded[0]]
+    assert store._bm25(query, 50, None, "no-such-tag") == []
+    assert store._bm25("zzz-unknown words", 50, None, None) == []
+
+
+def test_split_terms_keeps_the_rarest_within_budget():
+    from trusty_memory.workers.retrieval import split_terms
+
+    counts = {"go": 9000, "kraken": 3, "group": 900, "lgbtq": 800, "nowhere": 0}
+    terms = ["go", "kraken", "group", "lgbtq", "nowhere"]
+    assert split_terms(terms, counts.get, budget=1000) == (["kraken", "lgbtq"], ["group", "go"])
+    assert split_terms(terms, counts.get, budget=1) == (["kraken"], ["lgbtq", "group", "go"])
+    assert split_terms(terms, counts.get, budget=10**6) == (["kraken", "lgbtq", "group", "go"], [])
+    assert split_terms(["go"], counts.get, budget=1) == (["go"], [])  # never empty-handed
+    assert split_terms(["nowhere"], counts.get) == ([], [])
+
+
 @pytest.mark.parametrize(
     ("fields", "code", "needle"),
     [
