@@ -198,11 +198,19 @@ class PalaceStore:
 
     @storage_errors
     def _load_state(self) -> None:
-        for label, room in self._conn.execute("SELECT label, room FROM drawers"):
-            self._labels.add(label)
-            self._room_labels.setdefault(room, set()).add(label)
-        for tag, label in self._conn.execute("SELECT tag, label FROM drawer_tags"):
-            self._tag_labels.setdefault(tag, set()).add(label)
+        """Room and tag label sets (the filters), then the index.
+
+        SQLite groups the labels (rooms straight off the ``drawers_room_rank`` index) and
+        numpy parses each group: a third of the time of a Python loop over every row,
+        which at a million drawers was most of a cold open.
+        """
+        self._room_labels = _grouped_labels(
+            self._conn, "SELECT room, group_concat(label) FROM drawers GROUP BY room"
+        )
+        self._tag_labels = _grouped_labels(
+            self._conn, "SELECT tag, group_concat(label) FROM drawer_tags GROUP BY tag"
+        )
+        self._labels = set().union(*self._room_labels.values())
         self._last_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[
             0
         ]
@@ -794,6 +802,14 @@ class _WriteTxn:
             self.store._pending_hits.subtract(self.hits)
             self.store._pending_hits = +self.store._pending_hits  # drop zeros
         return False
+
+
+def _grouped_labels(conn: sqlite3.Connection, sql: str) -> dict[str, set[int]]:
+    """``{key: labels}`` from a ``SELECT key, group_concat(label) ... GROUP BY key``."""
+    return {
+        key: set(np.fromstring(labels, dtype=np.int64, sep=",").tolist())
+        for key, labels in conn.execute(sql)
+    }
 
 
 def _read_meta(palace_dir: Path) -> dict | None:
