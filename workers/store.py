@@ -608,9 +608,33 @@ class PalaceStore:
         text_ranked = self._bm25(query_text, n, room, tag)
         fused = retrieval.rrf(
             [(vector_ranked, retrieval.VECTOR_WEIGHT), (text_ranked, retrieval.TEXT_WEIGHT)],
-            top_k,
+            len(vector_ranked) + len(text_ranked),
         )
-        return [(label, score, 3) for label, score in fused]
+        episodes = self._episodes({label for label, _ in fused})
+        ranked = retrieval.smooth_episodes(fused, episodes, top_k)
+        return [(label, score, 3) for label, score in ranked]
+
+    def _episodes(self, labels: set[int]) -> Callable[[int, int], bool]:
+        """``same_episode(a, b)`` for ``labels`` and their label neighbours: same room,
+        written within ``retrieval.EPISODE_WINDOW_S`` of each other."""
+        wanted = sorted(labels | {x + d for x in labels for d in (-1, 1)})
+        where: dict[int, tuple[str, float | None]] = {
+            label: (room, seconds)
+            for label, room, seconds in self._conn.execute(
+                "SELECT label, room, julianday(created_at) * 86400.0 FROM drawers"
+                " WHERE label IN (SELECT value FROM json_each(?))",
+                (json.dumps(wanted),),
+            )
+        }
+
+        def same_episode(a: int, b: int) -> bool:
+            ra, ta = where.get(a, ("", None))
+            rb, tb = where.get(b, ("", None))
+            if ta is None or tb is None or ra != rb:
+                return False
+            return abs(ta - tb) <= retrieval.EPISODE_WINDOW_S
+
+        return same_episode
 
     def _bm25(self, query_text: str, n: int, room: str | None, tag: str | None) -> list[int]:
         """Labels ranked by FTS5 BM25 over every query term, with the same filters applied
