@@ -666,13 +666,14 @@ class PalaceStore:
     def _doc_count(self, term: str) -> int:
         """How many drawers hold ``term``, counted only up to the BM25 budget + 1 and cached
         until the palace has changed size by a tenth (the split needs an order, not a
-        census)."""
+        census). A zero is never cached: the split drops such a term, and the next write
+        may be the first drawer to hold it."""
         size = len(self._labels)
         if abs(size - self._doc_counts_size) > max(100, self._doc_counts_size // 10):
             self._doc_counts.clear()
             self._doc_counts_size = size
         count = self._doc_counts.get(term)
-        if count is None:
+        if not count:
             if len(self._doc_counts) >= DOC_COUNT_CACHE:
                 self._doc_counts.clear()
             count = self._conn.execute(
@@ -680,7 +681,8 @@ class PalaceStore:
                 " LIMIT ?)",
                 (v.fts_or([term]), retrieval.BM25_POSTINGS_BUDGET + 1),
             ).fetchone()[0]
-            self._doc_counts[term] = count
+            if count:
+                self._doc_counts[term] = count
         return count
 
     def _hits(self, ranked: list[tuple[int, float, int]]) -> list[RecallHit]:

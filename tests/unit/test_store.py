@@ -228,6 +228,15 @@ def test_smooth_episodes_shares_scores_between_neighbours():
     assert smooth_episodes(fused, lambda a, b: False, 2, weight=0.0) == [(10, 1.0), (20, 0.9)]
 
 
+def test_a_word_unknown_at_one_deep_recall_is_found_after_it_is_written(store):
+    fill(store, 50)
+    query = fake_embed("unrelated")
+    assert "kraken" not in {h.content for h in store.recall("kraken", query, 5, deep=True)}
+    remember(store, "kraken")
+    found = store.recall("kraken", query, 5, deep=True)
+    assert "kraken" in {h.content for h in found[:2]}  # BM25's first; ties the vector's
+
+
 def test_split_terms_keeps_the_rarest_within_budget():
     from trusty_memory.workers.retrieval import split_terms
 
