@@ -220,7 +220,7 @@ def run(args) -> dict:
         "drawers": n,
         "queries": len(questions),
         "ef_construction": args.ef_construction,
-        "machine": f"{os.cpu_count()} cores, shared and busy (other test runs)",
+        "machine": f"{os.cpu_count()} cores, {os.uname().machine}, {os.uname().release}",
         "date": time.strftime("%Y-%m-%d"),
         "command": " ".join(["bench/scale.py", *sys.argv[1:]]),
     }
