@@ -90,9 +90,7 @@ def split_terms(
     (default ``BM25_POSTINGS_BUDGET``; always at least the rarest one), and the rest.
     Terms in no drawer are dropped."""
     budget = BM25_POSTINGS_BUDGET if budget is None else budget
-    counted = sorted(
-        ((doc_count(t), i, t) for i, t in enumerate(terms)), key=lambda x: (x[0], x[1])
-    )
+    counted = sorted((doc_count(t), i, t) for i, t in enumerate(terms))  # ties: query order
     rare: list[str] = []
     common: list[str] = []
     total = 0
@@ -141,17 +139,10 @@ def smooth_episodes(
     """
     weight = EPISODE_WEIGHT if weight is None else weight
     score = dict(fused)
-    boosted = [
-        (
-            label,
-            (
-                s
-                + weight
-                * sum(score.get(n, 0.0) for n in (label - 1, label + 1) if same_episode(label, n))
-            )
-            / (1 + 2 * weight),
-        )
-        for label, s in fused
-    ]
+
+    def neighbours(label: int) -> float:
+        return sum(score.get(n, 0.0) for n in (label - 1, label + 1) if same_episode(label, n))
+
+    boosted = [(label, (s + weight * neighbours(label)) / (1 + 2 * weight)) for label, s in fused]
     boosted.sort(key=lambda item: -item[1])
     return boosted[:top_k]

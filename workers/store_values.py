@@ -128,9 +128,3 @@ def fts_terms(text: str) -> list[str]:
 def fts_or(terms: list[str]) -> str:
     """A safe FTS5 query matching any of ``terms`` (each quoted, so never syntax)."""
     return " OR ".join(f'"{t}"' for t in terms)
-
-
-def fts_query(text: str) -> str | None:
-    """Free text as one safe FTS5 OR query (None if it has no terms)."""
-    terms = fts_terms(text)
-    return fts_or(terms) if terms else None
