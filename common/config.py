@@ -74,7 +74,8 @@ class EmbedderSettings:
     batch_max: int = 128
     cache_entries: int = 20_000
     threads: int = 0  # 0: let torch decide
-    frozen: bool = True  # TorchScript-frozen forward pass, verified against eager at load
+    compiled: bool = True  # serve the compiled model (workers/compiled_model.py)
+    compiled_dir: str = ""  # its cache; empty: the user cache dir
 
 
 @dataclass(frozen=True)

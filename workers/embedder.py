@@ -16,6 +16,7 @@ import hashlib
 import sys
 import time
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 
@@ -57,7 +58,10 @@ class EmbedderWorker(Worker):
     def __init__(self, config: Config, log) -> None:
         super().__init__(config, log)
         settings = config.embedder
-        self.model = make_embedder(settings.model, settings.threads, settings.frozen)
+        cache_root = Path(settings.compiled_dir).expanduser() if settings.compiled_dir else None
+        self.model = make_embedder(
+            settings.model, settings.threads, settings.compiled, cache_root, log
+        )
         self.cache = VectorCache(settings.cache_entries)
         self.batch_max = settings.batch_max
 
@@ -67,7 +71,7 @@ class EmbedderWorker(Worker):
         self.log.info(
             "model loaded",
             model=self.model.name,
-            forward=getattr(self.model, "mode", "n/a"),
+            serving=getattr(self.model, "mode", "n/a"),
             seconds=round(time.monotonic() - started, 2),
         )
         return super().run()

