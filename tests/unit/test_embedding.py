@@ -63,17 +63,17 @@ def test_compiled_cache_is_reused_and_keyed(compiled_root):
     assert key == compiled_model.cache_key(path)
     directory = compiled_root / key
     MiniLMEmbedder(cache_root=compiled_root).load()
-    built = (directory / "forward.pt").stat().st_mtime_ns
+    built = (directory / "model.onnx").stat().st_mtime_ns
     assert sorted(p.name for p in directory.iterdir()) == [
-        "forward.pt",
         "meta.json",
+        "model.onnx",
         "probes.npy",
         "tokenizer.json",
     ]
     again = MiniLMEmbedder(cache_root=compiled_root)
     again.load()
     assert again.mode == "compiled"
-    assert (directory / "forward.pt").stat().st_mtime_ns == built  # loaded, not rebuilt
+    assert (directory / "model.onnx").stat().st_mtime_ns == built  # loaded, not rebuilt
     assert not [p for p in compiled_root.iterdir() if p.name.startswith(".build-")]
 
 
