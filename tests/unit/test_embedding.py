@@ -102,6 +102,17 @@ def test_unwritable_cache_falls_back_to_the_library(tmp_path):
     assert model.encode(["still embeds"]).shape == (1, 384)
 
 
+def test_forward_passes_group_texts_of_similar_length():
+    groups = compiled_model._groups
+    assert groups([]) == []
+    assert groups([28, 27, 29, 28]) == [[1, 0, 3, 2]]  # a burst of similar notes: one pass
+    mixed = groups([3, 40, 4, 41, 200])
+    assert mixed == [[0, 2], [1, 3], [4]]  # padding never exceeds a quarter of real tokens
+    many = groups([10] * 150)
+    assert [len(g) for g in many] == [64, 64, 22]
+    assert sorted(i for g in many for i in g) == list(range(150))
+
+
 def test_deterministic_test_embedder_is_deterministic():
     e = DeterministicTestEmbedder()
     a, b = e.encode(["red apple pie", "red apple pie"])
