@@ -73,7 +73,7 @@ class EmbedderSettings:
     model: str = "minilm"
     batch_max: int = 128
     cache_entries: int = 20_000
-    threads: int = 0  # 0: let torch decide
+    threads: int = 0  # compute threads per embedder; 0: the runtime decides (one per core)
     compiled: bool = True  # serve the compiled model (workers/compiled_model.py)
     compiled_dir: str = ""  # its cache; empty: the user cache dir
 
