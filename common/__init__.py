@@ -6,9 +6,4 @@ logging, the CLI); ``.broker``, ``.workers``, ``.client`` (and ``.dreamer``) hol
 of process each.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("trusty-memory")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0"
+__version__ = "0.2.0"  # pyproject.toml reads it from here
