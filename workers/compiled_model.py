@@ -12,7 +12,7 @@ embedder then loads only ``onnxruntime``, ``tokenizers`` and those files (~250 M
 reproduce the library's vectors is never served, and the embedder falls back to
 sentence-transformers in process.
 
-It is also faster for what agents send (BENCHMARKS.md, "Embedder"): one short query in
+It is also faster for what agents send (BENCHMARKS.md, "The embedder"): one short query in
 2.9 ms against 5.8 ms for frozen TorchScript and more for eager PyTorch. A batch runs in
 passes of similar token length (``_groups``) instead of one pass padded to its longest
 text, since ONNX Runtime pays for padding in full.
