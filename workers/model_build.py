@@ -10,7 +10,7 @@ and GELU, into single operators), and writes to OUT_DIR:
 * ``model.onnx``: the fused graph, inputs ``(input_ids, attention_mask, token_type_ids)``;
 * ``tokenizer.json``: the fast tokenizer the library uses, exactly as loaded;
 * ``probes.npy``: ``SentenceTransformer.encode`` vectors of ``compiled_model.PROBES``;
-* ``meta.json``: dimension, truncation length and padding token.
+* ``meta.json``: dimension, truncation length and padding id.
 
 Before exiting 0 it loads OUT_DIR back the way the embedder will and checks token ids
 against the library's own preprocessing and vectors against ``probes.npy``. Export
@@ -83,7 +83,6 @@ def build(model_path: Path, out: Path) -> float:
         "dim": int(pooling["embedding_dimension"]),
         "max_seq_length": int(model.max_seq_length),
         "pad_id": int(model.tokenizer.pad_token_id),
-        "pad_token": str(model.tokenizer.pad_token),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
 
@@ -146,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("model not compiled", reason=str(exc))
         return 1
     if worst < MIN_COSINE:
-        log.warning("model not compiled: frozen pass disagrees", worst_cosine=worst)
+        log.warning("model not compiled: it disagrees with the library", worst_cosine=worst)
         return 1
     log.info("model compiled", out=args[1], worst_cosine=round(worst, 7))
     return 0
