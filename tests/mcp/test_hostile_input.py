@@ -7,6 +7,8 @@ or from writing stdout (a writer that could not encode an echoed string).
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 
 from trusty_memory.client.mcp_stdio import MAX_LINE_BYTES
@@ -122,3 +124,25 @@ def test_signal_during_eof_drain_exits_within_2s(raw_serve):
     s.proc.send_signal(signal.SIGTERM)
     assert s.wait(5) == 0, s.stderr_text()
     assert time.monotonic() - t0 < 2.0
+
+
+def test_a_signal_that_a_library_rewraps_during_start_up_still_exits_zero(tmp_path):
+    """The SIGTERM raised inside the SDK's import was caught by pydantic and re-raised as a
+    SchemaError; start-up must still end as a shutdown: exit 0, no traceback."""
+    code = (
+        "import os, signal, sys\n"
+        "from trusty_memory.client import mcp_server\n"
+        "async def interrupted(*args):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    except BaseException as exc:\n"
+        "        raise RuntimeError('a library wrapped it') from exc\n"
+        "mcp_server._serve = interrupted\n"
+        "sys.exit(mcp_server.run_serve())\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "TRUSTY_MEMORY_HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], input="", capture_output=True, text=True, env=env, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
