@@ -12,7 +12,16 @@ import logging
 import os
 import sys
 
-import structlog
+# structlog imports rich (and pygments) whenever rich is installed, only to draw tracebacks
+# on a terminal, and transformers brings rich along. That is 7 MB in every process that
+# logs, and an idle palace worker is 48 MB without it, so the actors keep it out: console
+# lines get plain tracebacks. Modules log through ``get_logger`` below so that this line
+# runs before structlog is first imported.
+sys.modules.setdefault("rich", None)
+
+import structlog  # noqa: E402
+
+get_logger = structlog.get_logger
 
 _LEVELS = {
     "trace": logging.DEBUG,

@@ -23,7 +23,8 @@ import os
 import re
 
 import numpy as np
-import structlog
+
+from trusty_memory.logs import get_logger
 
 DIM = 384
 
@@ -54,7 +55,7 @@ class MiniLMEmbedder:
             from trusty_memory.workers import compiled_model
 
             root = self.cache_root or compiled_model.default_cache_root()
-            log = self.log or structlog.get_logger()
+            log = self.log or get_logger()
             self._model = compiled_model.ensure(path, root, log, self.threads)
             self._compiled = self._model is not None
         if self._model is None:

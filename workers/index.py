@@ -38,9 +38,10 @@ from pathlib import Path
 
 import hnswlib
 import numpy as np
-import structlog
 
-log = structlog.get_logger(__name__)
+from trusty_memory.logs import get_logger
+
+log = get_logger(__name__)
 
 # Given labels, return (the labels that exist, their vectors as a float32 matrix, same order).
 VectorSource = Callable[[Sequence[int]], tuple[list[int], np.ndarray]]

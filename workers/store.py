@@ -50,10 +50,10 @@ from typing import ParamSpec, TypeVar
 import msgspec
 import numpy as np
 import sqlite_utils
-import structlog
 
 from trusty_memory import names
 from trusty_memory.config import PalaceSettings
+from trusty_memory.logs import get_logger
 from trusty_memory.protocol import (
     DrawerSummary,
     ErrorCode,
@@ -73,7 +73,7 @@ from trusty_memory.workers import store_values as v
 from trusty_memory.workers.index import VectorIndex
 from trusty_memory.workers.store_schema import connect
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DB_FILE = "palace.sqlite3"
 META_FILE = "palace.json"

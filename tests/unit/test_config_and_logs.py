@@ -40,3 +40,27 @@ def test_logs_go_to_stderr_as_json_and_respect_rust_log():
     lines = [json.loads(line) for line in out.stderr.splitlines()]
     assert [line["event"] for line in lines] == ["shown"]
     assert lines[0]["actor"] == "t" and lines[0]["level"] == "info"
+
+
+def test_actors_import_lean_and_still_log_tracebacks():
+    # rich (pulled in by transformers) and importlib.metadata would cost every process 7
+    # and 2.4 MB for good; an idle palace worker is ~49 MB.
+    code = (
+        "import sys\n"
+        "import trusty_memory.workers.palace, trusty_memory.workers.embedder\n"
+        "from trusty_memory.workers import compiled_model\n"
+        "from trusty_memory.logs import setup_logging\n"
+        "log = setup_logging('t')\n"
+        "try:\n"
+        "    1 / 0\n"
+        "except ZeroDivisionError:\n"
+        "    log.exception('boom')\n"
+        "loaded = [m for m in ('rich', 'pygments', 'importlib.metadata') if sys.modules.get(m)]\n"
+        "print(loaded, compiled_model._dist_infos(('onnxruntime', 'no-such-dist')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    import onnxruntime
+
+    assert out.stdout.strip() == f"[] ['onnxruntime-{onnxruntime.__version__}.dist-info']"
+    line = json.loads(out.stderr.splitlines()[-1])
+    assert line["event"] == "boom" and "ZeroDivisionError" in line["exception"]
