@@ -65,7 +65,7 @@ class Worker:
         raise NotImplementedError
 
     def on_idle(self) -> None:
-        """Called when a poll interval passes with no work (snapshots, flushes)."""
+        """Called once per heartbeat interval while no requests come (snapshots, flushes)."""
 
     def on_stop(self) -> None:
         """Called once before exit (save the index, close files)."""
@@ -76,16 +76,24 @@ class Worker:
         self._connect()
         heartbeat = self.config.broker.heartbeat_s
         expiry = self.config.broker.worker_expiry_s
+        worked = False  # since the last release of freed memory
+        idle_at = time.monotonic() + heartbeat  # the broker's heartbeats do not count as work
         try:
             while self.running:
                 if self.socket.poll(int(heartbeat * 1000), zmq.POLLIN):
                     jobs = self._drain()
                     if jobs:
                         self._send_replies(self.handle_batch(jobs))
+                        worked = True
+                        idle_at = time.monotonic() + heartbeat
                         continue
-                else:
-                    self.on_idle()
                 now = time.monotonic()
+                if now >= idle_at:
+                    self.on_idle()
+                    if worked:
+                        release_freed_memory()
+                        worked = False
+                    idle_at = now + heartbeat
                 if now - self.last_sent >= heartbeat:
                     self._send([p.W_HEARTBEAT])
                 if now - self.last_broker_msg > expiry:
@@ -153,6 +161,29 @@ class Worker:
 
     def _on_signal(self, signum, frame) -> None:
         self.running = False
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's free pages back to the OS once a burst of work is over.
+
+    glibc keeps memory a process has freed for reuse, so without this a worker stays at the
+    peak of its biggest batch for as long as it lives. The embedder went from 220 to 166 MB
+    after a batch of long texts; the call takes well under a millisecond. A no-op where the
+    C library is not glibc.
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        import ctypes
+
+        try:  # the process's own symbols, libc's among them
+            _malloc_trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None  # libc's malloc_trim, once looked up; False where there is none
 
 
 def _salvage_id(frame: bytes) -> str:

@@ -7,7 +7,7 @@ model is compiled by a short-lived child process that does load it through
 ``SentenceTransformer`` (``model_build.py``): transformer, mean pooling and normalisation
 exported to ONNX with attention and layer norms fused, the fast tokenizer saved as JSON,
 and reference vectors of probe texts computed by ``SentenceTransformer.encode``. The
-embedder then loads only ``onnxruntime``, ``tokenizers`` and those files (~250 MB against
+embedder then loads only ``onnxruntime``, ``tokenizers`` and those files (~170 MB against
 ~670 MB), and encodes the probes again at every load: a compiled model that does not
 reproduce the library's vectors is never served, and the embedder falls back to
 sentence-transformers in process.
@@ -77,6 +77,9 @@ class CompiledModel:
         options.intra_op_num_threads = threads  # 0: one per physical core
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # ONNX Runtime's arena keeps its peak: one pass of 64 texts of 256 tokens left the
+        # embedder at 782 MB for good, against 187 MB with plain malloc, at the same speed.
+        options.enable_cpu_mem_arena = False
         session = ort.InferenceSession(
             str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
