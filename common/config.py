@@ -72,7 +72,9 @@ class EmbedderSettings:
     pool_size: int = 1
     model: str = "minilm"
     batch_max: int = 128
-    cache_entries: int = 20_000
+    # Vectors of recent texts, so a repeated query or a retried write skips the model. ~2 KB
+    # each: 4,096 cover a minute of writes at full speed for 8 MB; 20,000 cost 40 MB.
+    cache_entries: int = 4096
     threads: int = 0  # compute threads per embedder; 0: the runtime decides (one per core)
     compiled: bool = True  # serve the compiled model (workers/compiled_model.py)
     compiled_dir: str = ""  # its cache; empty: the user cache dir
