@@ -11,11 +11,15 @@ What it does, in one run (so every figure compares like with like):
    part of the dialog as the dataset gives it), tags ``[speaker, session-N]``, the session
    date as ``created_at`` and everything in ``metadata``; the vector is that of the turn with
    its neighbours in the session (``embed_text``, ``--window``);
-3. every question recalled with ``memory_recall`` and ``memory_recall_deep`` (top_k 10);
-4. two baselines over the raw turn text, computed here: exact MiniLM cosine (vectors from
-   the daemon's own embedder, so the same model) and SQLite FTS5 BM25 (OR of the terms);
-5. turn-level and session-level R@5 / R@10, overall and per category, to a JSON file and a
-   markdown table on stdout.
+3. every question recalled with ``memory_recall`` and ``memory_recall_deep``: top_k 10,
+   and again top_k 50 to rank sessions (a session ranks where its best turn does);
+4. baselines computed here: exact MiniLM cosine and SQLite FTS5 BM25 (OR of the terms)
+   over the raw turn text, and MiniLM over one document per session (MemPalace's raw
+   session setting); vectors come from the daemon's own embedder, so the same model;
+5. R@5 / R@10 overall and per category, to a JSON file and a markdown table on stdout, at
+   three levels: gold turns in the top-k turns; gold sessions among the sessions of the
+   top-k turns; gold sessions among the top-k sessions (sessions as the documents, as
+   published session-level figures count them).
 
 The dataset is read in place (CC BY-NC: never copied into the repository). See
 ``locomo_data.py`` for evidence-id normalisation and the metrics.
@@ -66,6 +70,7 @@ from trusty_memory.protocol import ErrorCode, TrustyError
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo10.json"
 TOP_K = 10
+SESSION_POOL = 50  # turns ranked to find each question's top-10 distinct sessions
 INGEST_THREADS = 32  # many requests in flight: the embedder batches them
 RECALL_THREADS = 4
 INGEST_RETRIES = 5
@@ -242,7 +247,7 @@ def ingest(config, convs: list[Conversation], args: argparse.Namespace) -> dict:
 
 
 def product_rankings(
-    config, convs: list[Conversation], method: str
+    config, convs: list[Conversation], method: str, top_k: int
 ) -> tuple[dict[tuple[str, int], list[str]], list[float]]:
     """Every question through ``method``; returns dia_ids ranked, and latencies in ms."""
     by_id = {drawer_id(t): t.dia_id for conv in convs for t in conv.turns}
@@ -253,7 +258,7 @@ def product_rankings(
     def work(client: Client, item: object) -> None:
         conv, q = item
         t0 = time.perf_counter()
-        data = client.call(method, {"query": q.question, "top_k": TOP_K}, palace=palace_name(conv))
+        data = client.call(method, {"query": q.question, "top_k": top_k}, palace=palace_name(conv))
         latencies.append((time.perf_counter() - t0) * 1000)
         ranked[(q.conv, q.index)] = [by_id[h["drawer_id"]] for h in data["results"]]
 
@@ -282,9 +287,29 @@ def baseline_vector(client: Client, conv: Conversation) -> dict[tuple[str, int],
     out = {}
     for q, vec in zip(conv.questions, queries, strict=True):
         scores = turns @ vec
-        top = np.argsort(-scores, kind="stable")[:TOP_K]
+        top = np.argsort(-scores, kind="stable")[:SESSION_POOL]
         out[(q.conv, q.index)] = [ids[i] for i in top]
     return out
+
+
+def baseline_session_documents(
+    client: Client, conv: Conversation
+) -> dict[tuple[str, int], list[str]]:
+    """MemPalace's raw session setting: one document per session (its ``speaker: text``
+    lines; the model reads the first 256 tokens), ranked by exact MiniLM cosine. Each
+    session is named by the dia_id of its first turn, so only session metrics apply."""
+    sessions: dict[int, list[Turn]] = {}
+    for turn in conv.turns:
+        sessions.setdefault(turn.session, []).append(turn)
+    firsts = [turns[0].dia_id for turns in sessions.values()]
+    docs = embed(
+        client, ["\n".join(f"{t.speaker}: {t.text}" for t in ts) for ts in sessions.values()]
+    )
+    queries = embed(client, [q.question for q in conv.questions])
+    return {
+        (q.conv, q.index): [firsts[i] for i in np.argsort(-(docs @ vec), kind="stable")]
+        for q, vec in zip(conv.questions, queries, strict=True)
+    }
 
 
 def baseline_bm25(conv: Conversation) -> dict[tuple[str, int], list[str]]:
@@ -301,7 +326,7 @@ def baseline_bm25(conv: Conversation) -> dict[tuple[str, int], list[str]]:
         match = " OR ".join(f'"{w}"' for w in terms)
         rows = (
             db.execute(
-                "SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (match, TOP_K)
+                "SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (match, SESSION_POOL)
             ).fetchall()
             if terms
             else []
@@ -314,21 +339,38 @@ def baseline_bm25(conv: Conversation) -> dict[tuple[str, int], list[str]]:
 # -- reporting -----------------------------------------------------------------------------
 
 
-def evaluate(convs: list[Conversation], ranked: dict[tuple[str, int], list[str]]) -> dict:
-    pairs = [(q, ranked.get((q.conv, q.index), [])) for conv in convs for q in conv.questions]
+def evaluate(
+    convs: list[Conversation],
+    ranked: dict[tuple[str, int], list[str]] | None,
+    pooled: dict[tuple[str, int], list[str]],
+) -> dict:
+    """Metrics of one method: ``ranked`` holds each question's top-10 turns (``None`` for
+    a method that ranks sessions), ``pooled`` its deeper ranking (``SESSION_POOL``)."""
+    rows = [
+        (
+            q,
+            None if ranked is None else ranked.get((q.conv, q.index), []),
+            pooled.get((q.conv, q.index), []),
+        )
+        for conv in convs
+        for q in conv.questions
+    ]
     return {
-        **aggregate((q.category, score(q, r)) for q, r in pairs),
-        "curve": recall_curve(pairs),
+        **aggregate((q.category, score(q, r, p)) for q, r, p in rows),
+        "curve": recall_curve(rows),
     }
 
 
 def markdown(results: dict[str, dict]) -> str:
-    head = "| method | category | n | turn R@5 | turn R@10 | session R@5 | session R@10 |"
-    lines = [head, "|---|---|---:|---:|---:|---:|---:|"]
+    head = (
+        "| method | category | n | turn R@5 | turn R@10 | session R@5 | session R@10"
+        " | top sessions R@5 | top sessions R@10 |"
+    )
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for method, res in results.items():
         groups = [("all", res["overall"]), *list(res["by_category"].items())]
         for cat, m in groups:
-            cells = " | ".join(f"{m[k]:.1f}" for k in METRICS)
+            cells = " | ".join(f"{m[k]:.1f}" if k in m else "-" for k in METRICS)
             label = f"**{cat}**" if cat == "all" else cat
             lines.append(f"| {method} | {label} | {m['n']} | {cells} |")
     return "\n".join(lines)
@@ -372,17 +414,22 @@ def main(argv: list[str] | None = None) -> int:
             timings = ingest(daemon.config, convs, args)
             print(f"ingest: {timings}", file=sys.stderr)
             for method in METHODS[:2]:
-                ranked, ms = product_rankings(daemon.config, convs, method)
-                results[method] = evaluate(convs, ranked)
+                ranked, ms = product_rankings(daemon.config, convs, method, TOP_K)
+                pooled, _ = product_rankings(daemon.config, convs, method, SESSION_POOL)
+                results[method] = evaluate(convs, ranked, pooled)
                 latency[method] = {"p50_ms": percentile(ms, 0.5), "p99_ms": percentile(ms, 0.99)}
             vec: dict = {}
             bm25: dict = {}
+            docs: dict = {}
             with Client(daemon.config, autostart=False) as client:
                 for conv in convs:
                     vec.update(baseline_vector(client, conv))
                     bm25.update(baseline_bm25(conv))
-            results["baseline_vector"] = evaluate(convs, vec)
-            results["baseline_bm25"] = evaluate(convs, bm25)
+                    docs.update(baseline_session_documents(client, conv))
+            for name, pool in (("baseline_vector", vec), ("baseline_bm25", bm25)):
+                top = {key: ids[:TOP_K] for key, ids in pool.items()}  # exact: a prefix
+                results[name] = evaluate(convs, top, pool)
+            results["baseline_session_documents"] = evaluate(convs, None, docs)
     finally:
         if args.home is None:
             shutil.rmtree(home, ignore_errors=True)

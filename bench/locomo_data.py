@@ -188,33 +188,62 @@ def session_recall(gold: Sequence[str], ranked: Sequence[str], k: int) -> float:
     return len(wanted & hit) / len(wanted)
 
 
-METRICS = ("turn_r5", "turn_r10", "session_r5", "session_r10")
+def top_sessions_recall(gold: Sequence[str], ranked: Sequence[str], k: int) -> float:
+    """Fraction of the gold sessions among the first ``k`` *distinct* sessions of a ranking.
+
+    This is recall with sessions as the retrieved documents, as MemPalace's session-level
+    figures are (one document per session, top-10): a session ranks where its best turn
+    ranks, so ``ranked`` must run deep enough to name ``k`` sessions (``SESSION_POOL``).
+    ``session_recall`` is the stricter reading: only the sessions of the top-k turns.
+    """
+    if not gold:
+        raise ValueError("a question without gold evidence has no recall")
+    wanted = {session_of(g) for g in gold}
+    top = list(dict.fromkeys(session_of(r) for r in ranked))[:k]
+    return len(wanted & set(top)) / len(wanted)
+
+
+METRICS = ("turn_r5", "turn_r10", "session_r5", "session_r10", "sessions_r5", "sessions_r10")
 CURVE_KS = tuple(range(1, 11))
 
 
-def recall_curve(scored: Iterable[tuple[Question, Sequence[str]]]) -> dict[str, list[float]]:
-    """Mean turn- and session-level recall at k = 1..10 (in %), for the recall@k plots."""
-    pairs = list(scored)
-    if not pairs:
-        return {"k": list(CURVE_KS), "turn": [], "session": []}
+def recall_curve(
+    scored: Iterable[tuple[Question, Sequence[str] | None, Sequence[str]]],
+) -> dict[str, list[float]]:
+    """Mean recall at k = 1..10 (in %) for the recall@k plots: of turns and of the sessions
+    of the top-k turns (from each question's top-10 turns, when the method ranks turns),
+    and of the top-k sessions (from the deeper ranking)."""
+    rows = list(scored)
+    curve: dict[str, list[float]] = {"k": list(CURVE_KS), "turn": [], "session": [], "sessions": []}
+    if not rows:
+        return curve
 
-    def mean(fn, k: int) -> float:
-        return round(100 * sum(fn(q.gold, r, k) for q, r in pairs) / len(pairs), 2)
+    def mean(fn, k: int, deep: bool) -> float:
+        total = sum(fn(q.gold, pooled if deep else ranked, k) for q, ranked, pooled in rows)
+        return round(100 * total / len(rows), 2)
 
-    return {
-        "k": list(CURVE_KS),
-        "turn": [mean(turn_recall, k) for k in CURVE_KS],
-        "session": [mean(session_recall, k) for k in CURVE_KS],
+    if rows[0][1] is not None:
+        curve["turn"] = [mean(turn_recall, k, False) for k in CURVE_KS]
+        curve["session"] = [mean(session_recall, k, False) for k in CURVE_KS]
+    curve["sessions"] = [mean(top_sessions_recall, k, True) for k in CURVE_KS]
+    return curve
+
+
+def score(
+    question: Question, ranked: Sequence[str] | None, pooled: Sequence[str]
+) -> dict[str, float]:
+    """Every metric of one question: from the top-10 turns ``ranked`` (``None`` for a
+    method that ranks sessions, not turns) and the deeper ranking ``pooled``."""
+    out = {
+        "sessions_r5": top_sessions_recall(question.gold, pooled, 5),
+        "sessions_r10": top_sessions_recall(question.gold, pooled, 10),
     }
-
-
-def score(question: Question, ranked: Sequence[str]) -> dict[str, float]:
-    return {
-        "turn_r5": turn_recall(question.gold, ranked, 5),
-        "turn_r10": turn_recall(question.gold, ranked, 10),
-        "session_r5": session_recall(question.gold, ranked, 5),
-        "session_r10": session_recall(question.gold, ranked, 10),
-    }
+    if ranked is not None:
+        out["turn_r5"] = turn_recall(question.gold, ranked, 5)
+        out["turn_r10"] = turn_recall(question.gold, ranked, 10)
+        out["session_r5"] = session_recall(question.gold, ranked, 5)
+        out["session_r10"] = session_recall(question.gold, ranked, 10)
+    return out
 
 
 def aggregate(rows: Iterable[tuple[int, dict[str, float]]]) -> dict:
@@ -226,7 +255,11 @@ def aggregate(rows: Iterable[tuple[int, dict[str, float]]]) -> dict:
         every.append(scores)
 
     def mean(group: list[dict[str, float]]) -> dict:
-        out = {m: round(100 * sum(s[m] for s in group) / len(group), 2) for m in METRICS}
+        out = {
+            m: round(100 * sum(s[m] for s in group) / len(group), 2)
+            for m in METRICS
+            if m in group[0]
+        }
         return {**out, "n": len(group)}
 
     return {

@@ -107,17 +107,22 @@ def recall_at_k(results: Path, out: Path) -> Path | None:
     locomo = load(results, "locomo.json")
     if not locomo:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
-    for ax, level in zip(axes, ("turn", "session"), strict=True):
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
+    titles = {
+        "turn": "turns in the top k",
+        "session": "sessions of the top-k turns",
+        "sessions": "top-k sessions",
+    }
+    for ax, (level, title) in zip(axes, titles.items(), strict=True):
         for method, res in locomo["results"].items():
-            curve = res.get("curve")
-            if curve:
+            curve = res.get("curve") or {}
+            if curve.get(level):
                 ax.plot(curve["k"], curve[level], marker=".", label=method)
-        ax.set_title(f"LoCoMo {level}-level recall@k")
+        ax.set_title(f"LoCoMo recall@k: {title}")
         ax.set_xlabel("k")
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("recall (%)")
-    axes[0].legend(fontsize=8)
+    axes[2].legend(fontsize=8)  # the one panel every method is drawn in
     return save(fig, out, "bench-recall-at-k.png")
 
 

@@ -72,6 +72,10 @@ def test_locomo_bench_smoke(tmp_path):
     for method in methods:
         overall = r["results"][method]["overall"]
         assert 0 < overall["turn_r10"] <= 100, (method, overall)
+        # The sessions of the top 10 turns are among the top 10 sessions.
+        assert overall["session_r10"] <= overall["sessions_r10"] <= 100, (method, overall)
+    docs = r["results"]["baseline_session_documents"]["overall"]
+    assert 0 < docs["sessions_r10"] <= 100 and "turn_r10" not in docs
     assert r["recall_latency_ms"]["memory_recall_deep"]["p50_ms"] > 0
 
 

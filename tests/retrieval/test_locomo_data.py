@@ -22,6 +22,7 @@ from locomo_data import (
     recall_curve,
     score,
     session_recall,
+    top_sessions_recall,
     turn_recall,
 )
 
@@ -100,10 +101,25 @@ def test_turn_and_session_recall():
         turn_recall([], ranked, 10)
 
 
+def test_top_sessions_recall_counts_distinct_sessions():
+    gold = ["D1:1", "D6:2"]
+    ranked = ["D2:1", "D2:5", "D2:7", "D1:1", "D2:2", "D6:6"]
+    # Sessions in rank order: 2, 1, 6. Within the top 2 sessions: session 1 only.
+    assert top_sessions_recall(gold, ranked, 2) == 0.5
+    assert top_sessions_recall(gold, ranked, 3) == 1.0
+    # Stricter: the top 3 turns name session 2 only.
+    assert session_recall(gold, ranked, 3) == 0.0
+    with pytest.raises(ValueError):
+        top_sessions_recall([], ranked, 10)
+
+
 def test_aggregate_averages_per_question_and_per_category():
     [conv] = load([_sample([["D1:1"], ["D1:1", "D2:1"]])])
     q1, q2 = conv.questions
-    rows = [(q1.category, score(q1, ["D1:1"])), (q2.category, score(q2, ["D1:1"]))]
+    rows = [
+        (q1.category, score(q1, ["D1:1"], ["D1:1"])),
+        (q2.category, score(q2, ["D1:1"], ["D1:1"])),
+    ]
     result = aggregate(rows)
     # q1 finds 1/1, q2 finds 1/2: the mean of the per-question fractions is 75%.
     assert result["overall"]["turn_r10"] == 75.0
@@ -111,13 +127,17 @@ def test_aggregate_averages_per_question_and_per_category():
     assert result["overall"]["n"] == 2
     assert result["by_category"]["1"]["turn_r5"] == 100.0
     assert result["by_category"]["2"]["turn_r5"] == 50.0
+    # A method that ranks sessions, not turns, has session metrics only.
+    only = aggregate([(q1.category, score(q1, None, ["D1:1"]))])["overall"]
+    assert only == {"sessions_r5": 100.0, "sessions_r10": 100.0, "n": 1}
 
 
 def test_recall_curve_rises_to_recall_at_10():
     q = Question(conv="c", index=0, question="?", category=1, gold=("D1:1", "D2:4"))
     ranked = ["D1:2", "D1:1", "D3:1", "D2:4"]
-    curve = recall_curve([(q, ranked)])
+    curve = recall_curve([(q, ranked, ranked)])
     assert curve["k"] == list(range(1, 11))
     assert curve["turn"][:4] == [0.0, 50.0, 50.0, 100.0]
     assert curve["session"][0] == 50.0 and curve["session"][3] == 100.0
     assert curve["turn"][9] == 100.0 * turn_recall(q.gold, ranked, 10)
+    assert curve["sessions"][:3] == [50.0, 50.0, 100.0]  # sessions in order: 1, 3, 2
