@@ -22,6 +22,7 @@ result: the model files (names, sizes, mtimes), the versions of torch,
 sentence-transformers, transformers, tokenizers and onnxruntime, the CPU's flags and
 ``FORMAT``. A build writes to a temporary directory and renames it into place under a
 file lock, so a crash or two embedders starting together never leave a half-written model.
+Entries no embedder has loaded for 30 days are removed (``_prune``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,7 @@ GROUP_MAX = 64  # texts per forward pass at most
 PAD_SLACK = 0.25  # padding a pass may carry, as a share of its real tokens
 MIN_COSINE = 0.99999
 BUILD_TIMEOUT_S = 600
+STALE_AFTER_S = 30 * 86400  # a cache entry unused this long is removed
 PROBES = [
     "",
     "hi",
@@ -197,6 +200,8 @@ def ensure(model_path: Path, cache_root: Path, log, threads: int = 0) -> Compile
             fcntl.flock(lock, fcntl.LOCK_EX)  # a second embedder waits, then finds the files
             if not (directory / "meta.json").exists():
                 _build(model_path, directory, log)
+            os.utime(directory)  # its mtime says when it was last used
+            _prune(cache_root, log)
         model = CompiledModel.load(directory, threads)
         probes = np.load(directory / "probes.npy")
         worst = model.worst_cosine(PROBES, probes)
@@ -209,6 +214,17 @@ def ensure(model_path: Path, cache_root: Path, log, threads: int = 0) -> Compile
         return None
     log.info("compiled model loaded", directory=str(directory), worst_cosine=round(worst, 7))
     return model
+
+
+def _prune(cache_root: Path, log) -> None:
+    """Remove entries no embedder has loaded for ``STALE_AFTER_S`` (each upgrade of a
+    library leaves one behind, 87 MB) and builds that a killed process left half-written.
+    Another install sharing the cache keeps its entry as long as it starts now and then."""
+    now = time.time()
+    for entry in cache_root.iterdir():
+        if entry.is_dir() and now - entry.stat().st_mtime > STALE_AFTER_S:
+            log.info("removing an unused compiled model", directory=str(entry))
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _build(model_path: Path, directory: Path, log) -> None:

@@ -77,6 +77,23 @@ def test_compiled_cache_is_reused_and_keyed(compiled_root):
     assert not [p for p in compiled_root.iterdir() if p.name.startswith(".build-")]
 
 
+def test_unused_cache_entries_are_pruned(compiled_root):
+    import os
+    import time
+
+    stale, recent, crashed = (compiled_root / n for n in ("0" * 24, "1" * 24, ".build-x"))
+    for d in (stale, recent, crashed):
+        d.mkdir()
+        (d / "model.onnx").write_bytes(b"old")
+    month_ago = time.time() - compiled_model.STALE_AFTER_S - 3600
+    for d in (stale, crashed):
+        os.utime(d, (month_ago, month_ago))
+    model = MiniLMEmbedder(cache_root=compiled_root)
+    model.load()
+    assert model.mode == "compiled"
+    assert recent.exists() and not stale.exists() and not crashed.exists()
+
+
 def test_compiled_model_that_disagrees_is_never_served(compiled_root):
     """Wrong reference vectors (a corrupt or foreign cache) send the embedder back to the
     library, and the bad directory is removed so the next start rebuilds it."""
