@@ -218,11 +218,13 @@ def ensure(model_path: Path, cache_root: Path, log, threads: int = 0) -> Compile
 
 def _prune(cache_root: Path, log) -> None:
     """Remove entries no embedder has loaded for ``STALE_AFTER_S`` (each upgrade of a
-    library leaves one behind, 87 MB) and builds that a killed process left half-written.
-    Another install sharing the cache keeps its entry as long as it starts now and then."""
+    library leaves one behind, 87 MB) and builds that a killed process left half-written
+    (called under the build lock, so no build is running). Another install sharing the
+    cache keeps its entry as long as it starts now and then."""
     now = time.time()
     for entry in cache_root.iterdir():
-        if entry.is_dir() and now - entry.stat().st_mtime > STALE_AFTER_S:
+        leftover = entry.name.startswith(".build-")
+        if entry.is_dir() and (leftover or now - entry.stat().st_mtime > STALE_AFTER_S):
             log.info("removing an unused compiled model", directory=str(entry))
             shutil.rmtree(entry, ignore_errors=True)
 
