@@ -10,6 +10,7 @@ to save its index and exit before the daemon does.
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import signal
 import sys
@@ -54,6 +55,7 @@ def run_daemon(config: Config | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     log.info("daemon started", home=str(config.home), frontend=config.frontend)
+    gc.freeze()  # start-up's objects live for good: keep them out of full collections
     try:
         broker.mediate()
     finally:

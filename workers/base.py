@@ -14,6 +14,7 @@ when the process that spawned it is no longer its parent.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -74,6 +75,7 @@ class Worker:
 
     def run(self) -> int:
         self._connect()
+        gc.freeze()  # start-up's objects live for good: keep them out of full collections
         heartbeat = self.config.broker.heartbeat_s
         expiry = self.config.broker.worker_expiry_s
         worked = False  # since the last release of freed memory
