@@ -14,7 +14,7 @@ import sys
 
 # structlog imports rich (and pygments) whenever rich is installed, only to draw tracebacks
 # on a terminal, and transformers brings rich along. That is 7 MB in every process that
-# logs, and an idle palace worker is 48 MB without it, so the actors keep it out: console
+# logs, and an idle palace worker is 49 MB without it, so the actors keep it out: console
 # lines get plain tracebacks. Modules log through ``get_logger`` below so that this line
 # runs before structlog is first imported.
 sys.modules.setdefault("rich", None)

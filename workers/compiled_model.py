@@ -223,10 +223,13 @@ def _prune(cache_root: Path, log) -> None:
     cache keeps its entry as long as it starts now and then."""
     now = time.time()
     for entry in cache_root.iterdir():
-        leftover = entry.name.startswith(".build-")
-        if entry.is_dir() and (leftover or now - entry.stat().st_mtime > STALE_AFTER_S):
-            log.info("removing an unused compiled model", directory=str(entry))
-            shutil.rmtree(entry, ignore_errors=True)
+        try:  # tidying must never cost the embedder its compiled model
+            leftover = entry.name.startswith(".build-")
+            if entry.is_dir() and (leftover or now - entry.stat().st_mtime > STALE_AFTER_S):
+                log.info("removing an unused compiled model", directory=str(entry))
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def _build(model_path: Path, directory: Path, log) -> None:
