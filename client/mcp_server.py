@@ -81,10 +81,15 @@ class FrontEnd:
                 await self._client.close()
 
     def start_background(self) -> None:
-        """Create the default palace (and so start the daemon) while the agent gets going."""
+        """Get ready for the first tool call while the agent gets going: create the default
+        palace (and so start the daemon) or, without one, load the daemon client (its
+        imports and config) without connecting, so a session that calls no tool starts no
+        daemon."""
         if self.default_palace:
             task = self._ensure_task()
             task.add_done_callback(self._log_ensure_failure)
+        else:
+            asyncio.get_running_loop().call_soon(self.client)
 
     def _log_ensure_failure(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 
 from tests.mcp.conftest import sdk_session
@@ -77,3 +78,22 @@ def test_initialize_answered_while_daemon_cannot_start(raw_serve, tmp_path):
     assert s.initialize()["result"]["serverInfo"]["default_palace"] == "proj"
     assert time.perf_counter() - t0 < 1.0
     assert len(s.call(1, "tools/list")["result"]["tools"]) == 10
+
+
+def test_serve_without_a_palace_starts_no_daemon_until_a_tool_is_called(raw_serve):
+    # It loads the daemon client in the background, for a faster first tool call, but must
+    # not connect: an agent that never calls a tool leaves no daemon behind.
+    from tests.conftest import Daemon
+    from tests.mcp.conftest import short_tmp, stop_daemon_in
+    from trusty_memory.client.daemon import daemon_pid
+
+    home = short_tmp("tmn-")
+    try:
+        s = raw_serve(home=home)
+        s.initialize()
+        assert s.call(1, "ping") == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        time.sleep(1.0)
+        assert daemon_pid(Daemon(home).config) is None
+    finally:
+        stop_daemon_in(home)
+        shutil.rmtree(home, ignore_errors=True)
