@@ -358,11 +358,11 @@ def run_serve(
         if os.environ.get("TRUSTY_MEMORY_SERVE_DEBUG_MODULES"):
             _report_modules_at_exit(os.environ["TRUSTY_MEMORY_SERVE_DEBUG_MODULES"])
         asyncio.run(_serve(edge, front, http_sock, __version__))
-    except (ShutdownRequested, Exception) as exc:
+    except (ShutdownRequested, Exception):
         # A signal during start-up. The exception it raised may have been caught by the
         # code it interrupted and re-raised as another (pydantic turns it into a SchemaError
         # while the SDK's types are being built): once signalled, any start-up error is it.
-        if not isinstance(exc, ShutdownRequested) and _signalled is None:
+        if _signalled is None:
             raise
         edge.stop_reading()
         _exit_after(HARD_EXIT_S, edge)

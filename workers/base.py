@@ -14,6 +14,7 @@ when the process that spawned it is no longer its parent.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import signal
@@ -173,19 +174,20 @@ def release_freed_memory() -> None:
     after a batch of long texts; the call takes well under a millisecond. A no-op where the
     C library is not glibc.
     """
-    global _malloc_trim
-    if _malloc_trim is None:
-        import ctypes
-
-        try:  # the process's own symbols, libc's among them
-            _malloc_trim = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):
-            _malloc_trim = False
-    if _malloc_trim:
-        _malloc_trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
-_malloc_trim = None  # libc's malloc_trim, once looked up; False where there is none
+@functools.cache
+def _malloc_trim():
+    """libc's ``malloc_trim``, looked up once among the process's own symbols."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def _salvage_id(frame: bytes) -> str:
