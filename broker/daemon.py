@@ -1,53 +1,69 @@
-"""``trusty-memory daemon``: one broker + supervisor per user per machine.
+"""``trusty-memory daemon``: one broker + supervisor per data home.
 
-Exactly one daemon may own a home: it holds an exclusive ``flock`` on ``daemon.pid`` for
-its whole life, so a second one (fifty agents starting at once, or systemd racing a
-client) fails fast instead of stealing the sockets. The pid file's content is how clients
-and ``trusty-memory stop`` find it. SIGTERM/SIGINT stop it cleanly: every worker is told
-to save its index and exit before the daemon does.
+Exactly one daemon may own a home, whatever the environment of whoever started it: it
+holds an exclusive ``flock`` on ``<home>/daemon.lock`` for its whole life and records in
+``<home>/daemon.json`` where its sockets are (``trusty_memory.home``), so a second daemon
+(fifty agents starting at once, systemd racing a client, a session whose host filtered
+out ``XDG_RUNTIME_DIR``) fails fast instead of opening the same palaces, and every client
+finds this one. SIGTERM/SIGINT stop it cleanly: every worker is told to save its index
+and exit before the daemon does.
 """
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
 import signal
 import sys
+from dataclasses import replace
 
+from trusty_memory import __version__, home
 from trusty_memory.broker.broker import Broker
 from trusty_memory.config import Config, load_config
 from trusty_memory.logs import setup_logging
 
 
-class AlreadyRunning(Exception):
-    pass
-
-
-def acquire_pid_lock(config: Config) -> int:
-    """Take the daemon lock and write our pid; returns the fd to keep open."""
-    config.ensure_dirs()
-    fd = os.open(config.pid_file, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise AlreadyRunning(f"a daemon already runs for {config.home}") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
+def pin_endpoints(config: Config) -> Config:
+    """Fix the endpoints this daemon binds, for itself and (through the environment) for
+    the workers it spawns, so a child never recomputes them from a different runtime dir."""
+    broker = replace(config.broker, frontend=config.frontend, backend=config.backend)
+    os.environ["TRUSTY_MEMORY_BROKER_FRONTEND"] = broker.frontend
+    os.environ["TRUSTY_MEMORY_BROKER_BACKEND"] = broker.backend
+    return replace(config, broker=broker)
 
 
 def run_daemon(config: Config | None = None) -> int:
+    home.make_private()
     config = config or load_config()
     log = setup_logging("daemon", default_level="info")
+    config.ensure_dirs()
     try:
-        lock_fd = acquire_pid_lock(config)
-    except AlreadyRunning as exc:
+        lock_fd = home.hold_lock(config.home)
+    except home.AlreadyRunning as exc:
         log.warning(str(exc))
         print(f"trusty-memory: {exc}", file=sys.stderr)
         return 1
+    loosened = home.tighten(config.home)
+    if loosened:
+        log.warning(
+            "tightened file modes in the home: memories are private to their user",
+            paths=len(loosened),
+            example=str(loosened[0]),
+        )
+    config = pin_endpoints(config)
     broker = Broker(config, log)
+    pid = os.getpid()
+    home.write_record(
+        config.home,
+        home.DaemonRecord(
+            pid=pid,
+            started=home.process_started(pid),
+            frontend=config.frontend,
+            backend=config.backend,
+            home=str(config.home),
+            version=__version__,
+        ),
+    )
 
     def stop(signum, frame) -> None:
         broker.running = False
@@ -59,7 +75,7 @@ def run_daemon(config: Config | None = None) -> int:
     try:
         broker.mediate()
     finally:
-        os.ftruncate(lock_fd, 0)
+        home.clear_record(config.home, pid)
         os.close(lock_fd)
         log.info("daemon stopped")
     return 0

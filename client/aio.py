@@ -17,7 +17,7 @@ import zmq
 import zmq.asyncio
 
 from trusty_memory import protocol as p
-from trusty_memory.client.daemon import daemon_pid, ensure_daemon, is_local
+from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_local
 from trusty_memory.client.sync import POLL_SLICE_S, prepare_params
 from trusty_memory.config import Config, load_config
 
@@ -60,7 +60,7 @@ class AsyncClient:
             await self.close()
             self.socket = self.ctx.socket(zmq.DEALER)
             self.socket.setsockopt(zmq.LINGER, 0)
-            self.socket.connect(self.config.frontend)
+            self.socket.connect(frontend(self.config) or self.config.frontend)
             self.pid = daemon_pid(self.config) if is_local(self.config) else None
             self.generation += 1
             self.reader = asyncio.create_task(self._read(self.socket))

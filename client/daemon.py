@@ -1,10 +1,12 @@
 """Finding the daemon, and starting one when none answers.
 
 Any client may start the daemon, so fifty agent sessions starting at once must make
-exactly one. Two locks make that so: starters serialise on ``start.lock`` (the first one
-spawns and waits until the daemon answers; the rest then find it answering), and the
-daemon itself holds ``daemon.pid`` exclusively, so even a starter that raced past the
-first lock cannot produce a second daemon.
+exactly one, whatever their environments. Two locks in the data home make that so:
+starters serialise on ``start.lock`` (the first one spawns and waits until the daemon
+answers; the rest then find it answering), and the daemon itself holds ``daemon.lock``
+for its life, so even a starter that raced past the first lock cannot produce a second
+daemon. A local client connects wherever the home's record says the daemon listens
+(``trusty_memory.home``), not where its own environment would put the sockets.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 
 import zmq
 
+from trusty_memory import home
 from trusty_memory import protocol as p
 from trusty_memory.config import Config
 
@@ -32,30 +35,29 @@ def is_local(config: Config) -> bool:
 
 
 def daemon_pid(config: Config) -> int | None:
-    """The pid in the pid file if that process is alive (local daemons only)."""
-    try:
-        pid = int(config.pid_file.read_text().strip() or 0)
-    except (OSError, ValueError):
-        return None
-    if pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return pid
+    """The pid of the daemon that owns the home now (local daemons only), else None."""
+    record = home.live_daemon(config.home)
+    return record.pid if record else None
+
+
+def frontend(config: Config) -> str | None:
+    """Where to reach the daemon: the live local daemon's recorded socket (None if there
+    is none), or the configured endpoint of a remote one."""
+    if not is_local(config):
+        return config.frontend
+    record = home.live_daemon(config.home)
+    return record.frontend if record else None
 
 
 def ping(config: Config, timeout_s: float = 1.0) -> bool:
     """True if a broker answers ``ping`` on the frontend within ``timeout_s``."""
-    if is_local(config) and daemon_pid(config) is None:
+    endpoint = frontend(config)
+    if endpoint is None:
         return False
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     try:
-        sock.connect(config.frontend)
+        sock.connect(endpoint)
         rid, frame = p.encode_request("ping")
         sock.send(frame)
         deadline = time.monotonic() + timeout_s
@@ -72,9 +74,11 @@ def ping(config: Config, timeout_s: float = 1.0) -> bool:
 def spawn_daemon(config: Config) -> subprocess.Popen:
     """Start a detached daemon whose logs go to ``logs/daemon.log``."""
     config.ensure_dirs()
-    log = open(config.log_dir / "daemon.log", "ab")  # noqa: SIM115 - handed to the child
+    fd = os.open(config.log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = os.fdopen(fd, "ab")  # handed to the child
     proc = subprocess.Popen(
         [sys.executable, "-m", "trusty_memory.broker"],
+        umask=0o077,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=log,
@@ -94,7 +98,7 @@ def ensure_daemon(config: Config, timeout_s: float = 30.0) -> None:
     if not is_local(config):
         raise DaemonUnavailable(f"no daemon answers at {config.frontend}")
     config.ensure_dirs()
-    with open(config.start_lock, "a+") as lock:
+    with os.fdopen(os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600), "r+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if ping(config, 0.5):
             return

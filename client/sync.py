@@ -20,7 +20,7 @@ import msgspec
 import zmq
 
 from trusty_memory import protocol as p
-from trusty_memory.client.daemon import daemon_pid, ensure_daemon, is_local
+from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_local
 from trusty_memory.config import Config, load_config
 
 POLL_SLICE_S = 0.25
@@ -60,7 +60,7 @@ class Client:
         self.close()
         self.socket = self.ctx.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.connect(self.config.frontend)
+        self.socket.connect(frontend(self.config) or self.config.frontend)
         self.pid = daemon_pid(self.config) if is_local(self.config) else None
 
     def _daemon_replaced(self) -> bool:

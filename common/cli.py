@@ -60,6 +60,8 @@ def cmd_stop(args) -> int:
     from trusty_memory.config import load_config
 
     config = load_config()
+    # Only the daemon that holds the home's lock, checked by pid *and* start time: a pid
+    # left by a crashed daemon and since reused belongs to someone else.
     pid = daemon_pid(config)
     if pid is None:
         print("not running")
@@ -330,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trusty_memory.home import make_private
+
+    make_private()  # exports, logs and a daemon this command starts: the user's alone
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "action", None) in ("create", "info") and not args.name:
@@ -343,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # ``trusty-memory status | head -1``: the reader left; that is not an error. Point
+        # stdout at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -133,22 +133,20 @@ class Config:
         return self.broker.backend or f"ipc://{self.run_dir / 'back.sock'}"
 
     @property
-    def pid_file(self) -> Path:
-        return self.run_dir / "daemon.pid"
-
-    @property
     def start_lock(self) -> Path:
-        return self.run_dir / "start.lock"
+        """Starters queue here; in the home, so every environment queues on one file."""
+        return self.home / "start.lock"
 
     def palace_dir(self, name: str) -> Path:
         """The directory of a palace; ``name`` must already be validated."""
         return self.palaces_dir / name
 
     def ensure_dirs(self) -> None:
-        self.palaces_dir.mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.run_dir, stat.S_IRWXU)
+        """Create the home's directories, each private to the user (memories hold secrets)."""
+        for path in (self.home, self.palaces_dir, self.log_dir, self.run_dir):
+            path.mkdir(mode=stat.S_IRWXU, parents=True, exist_ok=True)
+        for path in (self.home, self.run_dir):
+            os.chmod(path, stat.S_IRWXU)
 
 
 def _section(cls: type, raw: dict[str, Any], env_prefix: str) -> Any:
@@ -172,6 +170,11 @@ def _typed(default: Any, value: Any) -> Any:
 
 
 def _run_dir(home: Path) -> Path:
+    """Where this environment would put a new daemon's sockets.
+
+    Clients never rely on agreeing about it: the daemon that owns a home records the
+    endpoints it bound in the home (``home.py``), and clients read them there.
+    """
     explicit = os.environ.get("TRUSTY_MEMORY_RUN_DIR")
     if explicit:
         return Path(explicit)
