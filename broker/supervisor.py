@@ -53,7 +53,9 @@ def argv_for(service: str) -> list[str]:
         return [sys.executable, "-m", "trusty_memory.dreamer", "--supervised"]
     if service.startswith(p.PALACE_SERVICE_PREFIX):
         palace = service[len(p.PALACE_SERVICE_PREFIX) :]
-        return [sys.executable, "-m", "trusty_memory.workers.palace", "--palace", palace]
+        # One argument, ``--palace=NAME``: a name may start with '-' ("-x", "--help"),
+        # which argparse would read as an option if it stood on its own.
+        return [sys.executable, "-m", "trusty_memory.workers.palace", f"--palace={palace}"]
     raise ValueError(f"no process serves {service!r}")
 
 
