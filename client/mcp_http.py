@@ -3,7 +3,12 @@
 The address is parsed and the socket bound *before* stdio starts serving, so a bad
 address or a port in use is a start-up error (a clear line on stderr, exit code 2)
 rather than a half-running server. Only the address given is bound; a non-loopback
-address needs ``--allow-remote`` because the endpoint has no authentication.
+address needs ``--allow-remote`` because the endpoint is plain HTTP.
+
+Every request needs ``Authorization: Bearer <token>``, loopback included: any local user
+can reach a loopback port, and memories hold secrets. The token is generated once per
+home, kept in ``<home>/http-token`` (0600, so only the user can read it) and printed at
+start; ``TRUSTY_MEMORY_HTTP_TOKEN`` overrides it for deployments that hand out their own.
 
 uvicorn and starlette are imported only inside :func:`serve_http`, so a plain stdio
 session never pays for them.
@@ -13,9 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import ipaddress
+import json
+import os
+import secrets
 import socket
+from pathlib import Path
 from typing import Any
+
+TOKEN_FILE = "http-token"
 
 
 class AddressError(ValueError):
@@ -53,7 +65,8 @@ def bind(addr: str, allow_remote: bool) -> socket.socket:
     if not is_loopback(host) and not allow_remote:
         raise AddressError(
             f"refusing --http address {addr!r}: it is not a loopback address and the endpoint is "
-            "unauthenticated; pass --allow-remote to do it anyway"
+            "plain HTTP (the token and memories would cross the network unencrypted); pass "
+            "--allow-remote to do it anyway"
         )
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -72,8 +85,67 @@ def bind(addr: str, allow_remote: bool) -> socket.socket:
     return sock
 
 
-async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event) -> None:
-    """Serve ``server`` (an SDK ``Server``) at ``/mcp`` on ``sock`` until ``stop`` is set."""
+def http_token(home: Path) -> str:
+    """The bearer token of this home's HTTP endpoint, created on first use."""
+    explicit = os.environ.get("TRUSTY_MEMORY_HTTP_TOKEN")
+    if explicit:
+        return explicit
+    path = home / TOKEN_FILE
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        token = path.read_text().strip()
+        if token:
+            return token
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # an empty file left by a crash
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as out:
+        out.write(token + "\n")
+    return token
+
+
+class BearerAuth:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                await _unauthorized(send, missing=not given)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _unauthorized(send: Any, missing: bool) -> None:
+    why = "missing" if missing else "wrong"
+    error = {
+        "code": -32001,
+        "message": f"Unauthorized: {why} bearer token; send 'Authorization: Bearer <token>'"
+        f" with the token from the server's {TOKEN_FILE} file",
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="trusty-memory"'),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event, token: str) -> None:
+    """Serve ``server`` (an SDK ``Server``) at ``/mcp`` on ``sock`` until ``stop`` is set,
+    to requests that carry ``token``."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -86,7 +158,7 @@ async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event) -> N
             allowed_hosts=[f"{h}:*" for h in sorted(hosts)],
             allowed_origins=[f"http://{h}:*" for h in sorted(hosts)],
         )
-    app = server.streamable_http_app(host=host, transport_security=security)
+    app = BearerAuth(server.streamable_http_app(host=host, transport_security=security), token)
     config = uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=1
     )

@@ -188,7 +188,9 @@ def build_server(front: FrontEnd, version: str) -> Any:
 # The async main: SDK session over the edge, optional HTTP, signals.
 
 
-async def _serve(edge: StdioEdge, front: FrontEnd, http_sock: Any, version: str) -> None:
+async def _serve(
+    edge: StdioEdge, front: FrontEnd, http_sock: Any, version: str, token: str = ""
+) -> None:
     import anyio
     import mcp.types as types
     from mcp.shared.message import SessionMessage
@@ -254,7 +256,7 @@ async def _serve(edge: StdioEdge, front: FrontEnd, http_sock: Any, version: str)
         from trusty_memory.client.mcp_http import serve_http
 
         try:
-            await serve_http(server, http_sock, stop)
+            await serve_http(server, http_sock, stop, token)
         except (Exception, SystemExit) as exc:  # uvicorn sys.exit()s on a failed start
             front.log.error("http server failed", error=repr(exc))
         finally:
@@ -349,15 +351,13 @@ def run_serve(
 
         log = setup_logging("serve").bind(default_palace=palace)
         edge.log = lambda event, fields: log.warning(event, **fields)
-        if http_sock is not None and not _is_loopback_sock(http_sock):
-            log.warning(
-                "serving MCP over HTTP on a non-loopback address without authentication",
-                address=http,
-            )
+        token = ""
+        if http_sock is not None:
+            token = _announce_http(http_sock, log)
         front = FrontEnd(palace, log)
         if os.environ.get("TRUSTY_MEMORY_SERVE_DEBUG_MODULES"):
             _report_modules_at_exit(os.environ["TRUSTY_MEMORY_SERVE_DEBUG_MODULES"])
-        asyncio.run(_serve(edge, front, http_sock, __version__))
+        asyncio.run(_serve(edge, front, http_sock, __version__, token))
     except (ShutdownRequested, Exception):
         # A signal during start-up. The exception it raised may have been caught by the
         # code it interrupted and re-raised as another (pydantic turns it into a SchemaError
@@ -390,10 +390,28 @@ def _exit_after(seconds: float, edge: StdioEdge) -> None:
     timer.start()
 
 
-def _is_loopback_sock(sock: Any) -> bool:
-    from trusty_memory.client.mcp_http import is_loopback
+def _announce_http(sock: Any, log: Any) -> str:
+    """The HTTP endpoint's bearer token, told once on stderr with the URL to use it at."""
+    from trusty_memory.client.mcp_http import TOKEN_FILE, http_token, is_loopback
+    from trusty_memory.config import load_config
 
-    return is_loopback(sock.getsockname()[0])
+    home = load_config().home
+    token = http_token(home)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
+    print(
+        f"trusty-memory: MCP over HTTP at {url}; send 'Authorization: Bearer {token}'"
+        f" (kept in {home / TOKEN_FILE})",
+        file=sys.stderr,
+        flush=True,
+    )
+    if not is_loopback(host):
+        log.warning(
+            "serving MCP over plain HTTP on a non-loopback address: the bearer token and"
+            " memories cross the network unencrypted",
+            address=url,
+        )
+    return token
 
 
 def _report_modules_at_exit(path: str) -> None:

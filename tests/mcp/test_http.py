@@ -6,16 +6,20 @@ import asyncio
 import json
 import signal
 import socket
+import stat
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
+import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.mcp.conftest import INIT_PARAMS, SERVE, serve_env, wait_for
+from trusty_memory.client.mcp_http import TOKEN_FILE
 
 
 def free_port() -> int:
@@ -78,8 +82,20 @@ def _listening(port: int) -> list[str]:
     return found
 
 
-async def _http_session(url: str):
-    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
+def _token(home) -> str:
+    path = home / TOKEN_FILE
+    assert wait_for(path.exists, 10)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # only the user may read it
+    return path.read_text().strip()
+
+
+async def _http_session(url: str, token: str):
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    async with (
+        http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as s,
+    ):
         init = await s.initialize()
         tools = await s.list_tools()
         with pytest.raises(MCPError) as info:
@@ -87,18 +103,14 @@ async def _http_session(url: str):
         return init, tools, info.value
 
 
-def _raw_initialize(port: int) -> dict:
+def _raw_initialize(port: int, token: str | None) -> dict:
     body = json.dumps(
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
     ).encode()
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/mcp",
-        data=body,
-        headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-        },
-    )
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=body, headers=headers)
     with urllib.request.urlopen(request, timeout=10) as response:
         text = response.read().decode()
     if text.lstrip().startswith("{"):
@@ -107,7 +119,7 @@ def _raw_initialize(port: int) -> dict:
     return json.loads(next(d for d in data if d))
 
 
-def test_http_companion_serves_the_same_tools(raw_serve):
+def test_http_companion_serves_the_same_tools(raw_serve, mcp_home):
     port = free_port()
     s = raw_serve(
         "--http",
@@ -119,10 +131,12 @@ def test_http_companion_serves_the_same_tools(raw_serve):
     assert s.initialize()["result"]["serverInfo"]["default_palace"] == "proj"
     assert wait_for(lambda: _listening(port), 10)
     assert _listening(port) == ["0100007F"]  # bound to 127.0.0.1 only
-    init, tools, error = asyncio.run(_http_session(f"http://127.0.0.1:{port}/mcp"))
+    token = _token(mcp_home)
+    assert f"Bearer {token}" in s.stderr_text()  # printed at start
+    init, tools, error = asyncio.run(_http_session(f"http://127.0.0.1:{port}/mcp", token))
     assert init.server_info.name == "trusty-memory"
     # the SDK client model drops unknown fields: look at the wire for default_palace
-    assert _raw_initialize(port)["result"]["serverInfo"]["default_palace"] == "proj"
+    assert _raw_initialize(port, token)["result"]["serverInfo"]["default_palace"] == "proj"
     assert len(tools.tools) == 10
     assert error.code == -32603 and error.message == "missing 'query'"
     # stdio still works beside it
@@ -145,11 +159,34 @@ def test_http_stops_on_sigterm_within_2s(raw_serve):
     assert not _listening(port)
 
 
+def test_http_refuses_requests_without_the_token_loopback_included(raw_serve, mcp_home):
+    port = free_port()
+    s = raw_serve("--http", f"127.0.0.1:{port}")
+    s.initialize()
+    assert wait_for(lambda: _listening(port), 10)
+    token = _token(mcp_home)
+    for given in (None, "not-the-token", token[:-1]):
+        with pytest.raises(urllib.error.HTTPError) as info:
+            _raw_initialize(port, given)
+        assert info.value.code == 401
+        assert info.value.headers["WWW-Authenticate"].startswith("Bearer")
+        error = json.loads(info.value.read())["error"]
+        assert error["message"].startswith("Unauthorized:") and "Bearer" in error["message"]
+    assert _raw_initialize(port, token)["result"]["serverInfo"]["name"] == "trusty-memory"
+    # the same token next time: clients configured once keep working
+    s.close_stdin()
+    assert s.wait(10) == 0
+    again = raw_serve("--http", f"127.0.0.1:{port}")
+    again.initialize()
+    assert wait_for(lambda: _listening(port), 10)
+    assert _raw_initialize(port, token)["result"]["serverInfo"]["name"] == "trusty-memory"
+
+
 def test_allow_remote_warns(raw_serve):
     port = free_port()
     s = raw_serve("--http", f"0.0.0.0:{port}", "--allow-remote")
     s.initialize()
-    assert wait_for(lambda: "without authentication" in s.stderr_text(), 10), s.stderr_text()
+    assert wait_for(lambda: "unencrypted" in s.stderr_text(), 10), s.stderr_text()
     assert _listening(port) == ["00000000"]
     s.close_stdin()
     assert s.wait(10) == 0, s.stderr_text()
