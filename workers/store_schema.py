@@ -174,6 +174,29 @@ def connect(path: Path, synchronous: str = "NORMAL") -> sqlite_utils.Database:
     return db
 
 
+def connect_readonly(path: Path) -> sqlite_utils.Database:
+    """Open a palace database for reading only (a reader process beside the writer).
+
+    The writer created and migrated it; a reader refuses a schema other than this
+    program's rather than guess at its tables.
+    """
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        db = sqlite_utils.Database(conn, execute_plugins=False)
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA temp_store = MEMORY")
+        version = user_version(db)
+    except sqlite3.Error as exc:
+        raise TrustyError(ErrorCode.STORAGE_ERROR, f"cannot open {path}: {exc}") from exc
+    if version != SCHEMA_VERSION:
+        db.close()
+        raise TrustyError(
+            ErrorCode.STORAGE_ERROR,
+            f"cannot read {path}: schema version {version}, this program reads {SCHEMA_VERSION}",
+        )
+    return db
+
+
 def user_version(db: sqlite_utils.Database) -> int:
     return db.execute("PRAGMA user_version").fetchone()[0]
 

@@ -1,0 +1,617 @@
+"""The read side of a palace: what readers run, and what the writer builds on.
+
+A palace is served by one writer process and 0..N reader processes
+(``workers/palace.py``). Both hold the same in-memory state over the palace's SQLite
+file: the vector index, the labels per room and per tag (the filters of a recall), the L1
+snapshot of the most important drawers and the FTS term counts of deep recall. This module
+is that state and every read over it; ``store.py`` (the writer only) adds the writes.
+
+A reader opens SQLite read-only (WAL lets it read beside the writer's commits) and keeps
+up through the change log: ``changed()`` asks SQLite whether anyone committed since the
+last look (one pragma), and ``refresh()`` applies the new change-log entries to the
+filters and the index and re-reads L1. Recall hits counted by a reader are handed to the
+writer (``take_hits``), since only the writer writes.
+
+Retrieval layers (``RecallHit.layer``):
+
+* 1 - the drawer is in the L1 snapshot (the top ``L1_SIZE`` drawers by importance), which is
+  scored exactly against every query. A drawer is named by the first layer that surfaces
+  it in the progressive order L1 -> L2, so its layer never depends on whether the
+  approximate L2 search happened to find it too.
+* 2 - found by the HNSW search only.
+* 3 - deep recall: a wider HNSW search fused with FTS5 BM25 (stopwords dropped from the
+  query) by reciprocal-rank fusion; the fusion lives in ``retrieval.py``.
+
+Scores are higher-is-better: cosine similarity for layers 1 and 2; for layer 3 the RRF score
+scaled so that ranking first in both lists is 1.0 (first in one list only is 0.5).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import numpy as np
+import sqlite_utils
+
+from trusty_memory import names
+from trusty_memory.config import PalaceSettings
+from trusty_memory.logs import get_logger
+from trusty_memory.protocol import (
+    DrawerSummary,
+    ErrorCode,
+    KgQueryResult,
+    ListParams,
+    PalaceInfo,
+    RecallHit,
+    Triple,
+    TrustyError,
+)
+from trusty_memory.workers import maintenance, retrieval
+from trusty_memory.workers import store_values as v
+from trusty_memory.workers.index import VectorIndex
+from trusty_memory.workers.store_schema import connect_readonly
+
+log = get_logger(__name__)
+
+DB_FILE = "palace.sqlite3"
+META_FILE = "palace.json"
+IDENTITY_FILE = "identity.txt"
+L1_SIZE = 32
+LIST_LIMIT_MAX = 1000
+REBUILD_CHUNK = 4096
+DOC_COUNT_CACHE = 50_000  # FTS terms whose drawer counts a palace keeps for deep recall
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def storage_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """SQLite failures leave a store method as ``STORAGE_ERROR`` naming the cause."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise TrustyError(ErrorCode.STORAGE_ERROR, f"{fn.__name__}: sqlite: {exc}") from exc
+
+    return wrapper
+
+
+@dataclass
+class _L1:
+    """The top-importance drawers, held in memory and scored exactly on every recall."""
+
+    labels: list[int]
+    matrix: np.ndarray
+
+
+class ReadStore:
+    """The read side of a palace: filters, index and L1 over SQLite. Not thread-safe."""
+
+    def __init__(
+        self,
+        palace_dir: Path,
+        name: str,
+        settings: PalaceSettings,
+        db: sqlite_utils.Database,
+        dim: int,
+        description: str | None,
+    ) -> None:
+        self.palace_dir = palace_dir
+        self.name = name
+        self.settings = settings
+        self.db = db
+        self.dim = dim
+        self.description = description
+        self._conn: sqlite3.Connection = db.conn
+        self._room_labels: dict[str, set[int]] = {}
+        self._tag_labels: dict[str, set[int]] = {}
+        self._labels: set[int] = set()
+        self._pending_hits: Counter[int] = Counter()
+        self._doc_counts: dict[str, int] = {}  # FTS term -> drawers holding it (capped)
+        self._doc_counts_size = 0  # palace size when those counts were taken
+        self._last_seq = 0  # newest seq in the change log
+        self._applied_seq = 0  # newest seq the index reflects
+        self._snapshot_seq = 0  # seq of the newest snapshot on disk
+        self._l1 = _L1([], np.zeros((0, dim), dtype=np.float32))
+        self.index = self._new_index()
+        self._closed = False
+        self._data_version = -1  # SQLite's count of other connections' commits
+
+    # -- opening -------------------------------------------------------------------
+
+    @classmethod
+    def open_reader(
+        cls, palace_dir: Path, name: str, settings: PalaceSettings, dim: int = 384
+    ) -> ReadStore:
+        """Open an existing palace read-only, beside its writer (WAL lets both run).
+
+        The index comes from the writer's newest snapshot plus the change log, or is
+        rebuilt in memory from SQLite; a reader never writes a file.
+        """
+        name = names.validate_palace_name(name)
+        palace_dir = Path(palace_dir)
+        if not (palace_dir / DB_FILE).exists():
+            raise TrustyError(ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
+        meta = read_meta(palace_dir) or {}
+        store = cls(palace_dir, name, settings, connect_readonly(palace_dir / DB_FILE), dim,
+                    meta.get("description"))  # fmt: skip
+        store._load_state()
+        store.changed()  # the state just loaded is the baseline
+        return store
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.db.close()
+
+    def _new_index(self, capacity: int = 1024) -> VectorIndex:
+        return VectorIndex(
+            self.dim,
+            m=self.settings.hnsw_m,
+            ef_construction=self.settings.ef_construction,
+            ef_search=self.settings.ef_search,
+            capacity=capacity,
+            vector_source=self.vectors_for,
+        )
+
+    @storage_errors
+    def _load_state(self) -> None:
+        """Room and tag label sets (the filters), then the index.
+
+        SQLite groups the labels (rooms straight off the ``drawers_room_rank`` index) and
+        numpy parses each group: a third of the time of a Python loop over every row,
+        which at a million drawers was most of a cold open.
+        """
+        self._room_labels = _grouped_labels(
+            self._conn, "SELECT room, group_concat(label) FROM drawers GROUP BY room"
+        )
+        self._tag_labels = _grouped_labels(
+            self._conn, "SELECT tag, group_concat(label) FROM drawer_tags GROUP BY tag"
+        )
+        self._labels = set().union(*self._room_labels.values())
+        self._last_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[
+            0
+        ]
+        self._open_index()
+        self._refresh_l1()
+
+    def _open_index(self) -> None:
+        """Snapshot + change-log replay when that reproduces SQLite exactly, else rebuild."""
+        loaded = VectorIndex.load(
+            self.palace_dir,
+            self.dim,
+            max_seq=self._last_seq,
+            m=self.settings.hnsw_m,
+            ef_construction=self.settings.ef_construction,
+            ef_search=self.settings.ef_search,
+            vector_source=self.vectors_for,
+        )
+        if loaded is not None:
+            index, seq = loaded
+            try:
+                self.index, self._applied_seq, self._snapshot_seq = index, seq, seq
+                replayed = self.catch_up()
+            except Exception as exc:
+                log.warning("index replay failed; rebuilding", palace=self.name, error=str(exc))
+            else:
+                if self.index.labels() == self._labels:
+                    log.info("index loaded", palace=self.name, seq=seq, replayed=replayed)
+                    return
+                log.warning("index disagrees with sqlite; rebuilding", palace=self.name)
+        self.rebuild_index()
+
+    @storage_errors
+    def rebuild_index(self) -> None:
+        """Build the index from the vectors in SQLite and snapshot it."""
+        count = len(self._labels)
+        index = self._new_index(capacity=max(1024, int(count * 1.25)))
+        labels: list[int] = []
+        blobs: list[bytes] = []
+        for label, blob in self._conn.execute("SELECT label, vector FROM drawers ORDER BY label"):
+            labels.append(label)
+            blobs.append(blob)
+            if len(labels) >= REBUILD_CHUNK:
+                index.add(labels, self._matrix(blobs))
+                labels, blobs = [], []
+        if labels:
+            index.add(labels, self._matrix(blobs))
+        self.index = index
+        self._applied_seq = self._last_seq
+        log.info("index rebuilt", palace=self.name, drawers=count)
+        self._after_rebuild()
+
+    def _after_rebuild(self) -> None:
+        """The writer snapshots a rebuilt index; a reader never writes files."""
+
+    @storage_errors
+    def catch_up(self) -> int:
+        """Apply change-log entries newer than the index; returns how many were read.
+
+        Idempotent: labels are never reused, so the net effect per label is its last op;
+        an add whose drawer has since been deleted is skipped (its delete follows). A
+        drawer changed in place (new tags or text, see ``log_update``) is logged as a
+        delete followed by an add of the same label: its vector is replaced.
+        """
+        rows = self._changes_since(self._applied_seq)
+        if not rows:
+            return 0
+        last_op = {label: op for _, op, label in rows}
+        deleted = {label for _, op, label in rows if op == "delete"}
+        for label in deleted:
+            self.index.delete(label)
+        adds = [label for label, op in last_op.items() if op == "add"]
+        for start in range(0, len(adds), REBUILD_CHUNK):
+            found, matrix = self.vectors_for(adds[start : start + REBUILD_CHUNK])
+            if found:
+                self.index.add(found, matrix)
+        self._applied_seq = rows[-1][0]
+        self._last_seq = max(self._last_seq, self._applied_seq)
+        return len(rows)
+
+    def _changes_since(self, seq: int) -> list[tuple[int, str, int]]:
+        return self._conn.execute(
+            "SELECT seq, op, label FROM changes WHERE seq > ? ORDER BY seq", (seq,)
+        ).fetchall()
+
+    # -- keeping up with the writer (readers) ---------------------------------------
+
+    @storage_errors
+    def changed(self) -> bool:
+        """True if another connection committed since the last call (cheap: one pragma)."""
+        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        changed, self._data_version = version != self._data_version, version
+        return changed
+
+    @storage_errors
+    def refresh(self) -> int:
+        """Bring a reader up to the writer: filters and index from the change log, then L1
+        and the term counts (importance and text may change without a new label).
+
+        Returns how many change-log entries were read.
+        """
+        rows = self._changes_since(self._applied_seq)
+        touched = {label for _, _, label in rows}
+        for label in touched:
+            self._forget_label(label)
+        live = self._conn.execute(
+            "SELECT label, room, tags FROM drawers WHERE label IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(touched)),),
+        ).fetchall()
+        for label, room, tags in live:
+            self._labels.add(label)
+            self._room_labels.setdefault(room, set()).add(label)
+            for tag in json.loads(tags):
+                self._tag_labels.setdefault(tag, set()).add(label)
+        self._last_seq = max(self._last_seq, rows[-1][0]) if rows else self._last_seq
+        self.catch_up()
+        self._refresh_l1()
+        self._doc_counts.clear()
+        return len(rows)
+
+    def _forget_label(self, label: int) -> None:
+        """Drop ``label`` from the in-memory filter sets (its row is re-read if it lives)."""
+        self._labels.discard(label)
+        for labels in self._room_labels.values():
+            labels.discard(label)
+        for labels in self._tag_labels.values():
+            labels.discard(label)
+
+    # -- vectors -------------------------------------------------------------------
+
+    def _matrix(self, blobs: Sequence[bytes]) -> np.ndarray:
+        return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), self.dim)
+
+    def vectors_for(self, labels: Sequence[int]) -> tuple[list[int], np.ndarray]:
+        """The stored vectors of those ``labels`` that exist, in one query."""
+        rows = self._conn.execute(
+            "SELECT label, vector FROM drawers WHERE label IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(labels)),),
+        ).fetchall()
+        return [r[0] for r in rows], self._matrix([r[1] for r in rows])
+
+    def all_vectors(self) -> Iterable[tuple[list[int], np.ndarray]]:
+        """Every stored vector, in chunks of ``(labels, matrix)``: for rebuilds and readers."""
+        cursor = self._conn.execute("SELECT label, vector FROM drawers ORDER BY label")
+        while rows := cursor.fetchmany(REBUILD_CHUNK):
+            yield [r[0] for r in rows], self._matrix([r[1] for r in rows])
+
+    # -- reading -------------------------------------------------------------------
+
+    def _allowed(self, room: str | None, tag: str | None) -> set[int] | None:
+        """The labels a room/tag filter lets through, or None for no filter."""
+        sets = []
+        if room is not None and room.strip():
+            sets.append(self._room_labels.get(names.normalize_room(room), set()))
+        if tag is not None and tag != "":
+            sets.append(self._tag_labels.get(tag, set()))
+        if not sets:
+            return None
+        if len(sets) == 1:
+            return sets[0]
+        small, large = sorted(sets, key=len)
+        return small & large
+
+    def _refresh_l1(self) -> None:
+        rows = self._conn.execute(
+            "SELECT label, vector FROM drawers"
+            " ORDER BY importance DESC, created_at DESC, label DESC LIMIT ?",
+            (L1_SIZE,),
+        ).fetchall()
+        self._l1 = _L1([r[0] for r in rows], self._matrix([r[1] for r in rows]))
+
+    @storage_errors
+    def recall(
+        self,
+        query_text: str,
+        query_vec: object,
+        top_k: int = 10,
+        room: str | None = None,
+        tag: str | None = None,
+        deep: bool = False,
+    ) -> list[RecallHit]:
+        """The ``top_k`` drawers most relevant to the query, best first (see module doc)."""
+        top_k = v.check_top_k(top_k, self.settings.max_top_k)
+        query = v.unit_vector(query_vec, self.dim, "query_vec")
+        allowed = self._allowed(room, tag)
+        if allowed is not None and not allowed:
+            return []
+        if deep:
+            ranked = self._deep(query_text, query, top_k, allowed, room, tag)
+        else:
+            ranked = self._shallow(query, top_k, allowed)
+        return self._hits(ranked)
+
+    def _shallow(
+        self, query: np.ndarray, top_k: int, allowed: set[int] | None
+    ) -> list[tuple[int, float, int]]:
+        found = {
+            label: (score, 2) for label, score in self.index.search(query, top_k, allowed=allowed)
+        }
+        if self._l1.labels:
+            scores = self._l1.matrix @ query
+            for label, score in zip(self._l1.labels, scores.tolist(), strict=True):
+                if allowed is None or label in allowed:
+                    found[label] = (min(1.0, score), 1)
+        ranked = sorted(found.items(), key=lambda item: -item[1][0])[:top_k]
+        return [(label, score, layer) for label, (score, layer) in ranked]
+
+    def _deep(
+        self,
+        query_text: str,
+        query: np.ndarray,
+        top_k: int,
+        allowed: set[int] | None,
+        room: str | None,
+        tag: str | None,
+    ) -> list[tuple[int, float, int]]:
+        n = max(retrieval.CANDIDATES, 10 * top_k)
+        ef = max(n, 4 * self.settings.ef_search)
+        vector_ranked = [label for label, _ in self.index.search(query, n, ef=ef, allowed=allowed)]
+        text_ranked = self._bm25(query_text, n, room, tag)
+        fused = retrieval.rrf(
+            [(vector_ranked, retrieval.VECTOR_WEIGHT), (text_ranked, retrieval.TEXT_WEIGHT)],
+            len(vector_ranked) + len(text_ranked),
+        )
+        episodes = self._episodes({label for label, _ in fused})
+        ranked = retrieval.smooth_episodes(fused, episodes, top_k)
+        return [(label, score, 3) for label, score in ranked]
+
+    def _episodes(self, labels: set[int]) -> Callable[[int, int], bool]:
+        """``same_episode(a, b)`` for ``labels`` and their label neighbours: same room,
+        written within ``retrieval.EPISODE_WINDOW_S`` of each other."""
+        wanted = sorted(labels | {x + d for x in labels for d in (-1, 1)})
+        where: dict[int, tuple[str, float | None]] = {
+            label: (room, seconds)
+            for label, room, seconds in self._conn.execute(
+                "SELECT label, room, julianday(created_at) * 86400.0 FROM drawers"
+                " WHERE label IN (SELECT value FROM json_each(?))",
+                (json.dumps(wanted),),
+            )
+        }
+
+        def same_episode(a: int, b: int) -> bool:
+            ra, ta = where.get(a, ("", None))
+            rb, tb = where.get(b, ("", None))
+            if ta is None or tb is None or ra != rb:
+                return False
+            return abs(ta - tb) <= retrieval.EPISODE_WINDOW_S
+
+        return same_episode
+
+    def _bm25(self, query_text: str, n: int, room: str | None, tag: str | None) -> list[int]:
+        """Labels ranked by FTS5 BM25 over every query term, with the same filters applied
+        inside the query, scoring only drawers that hold one of the rarer terms (see
+        ``retrieval.split_terms``)."""
+        rare, common = retrieval.split_terms(v.fts_terms(query_text or ""), self._doc_count)
+        if not rare:
+            return []
+        if common:
+            r, c = v.fts_or(rare), v.fts_or(common)
+            matches = [f"({r}) AND ({c})", f"({r}) NOT ({c})"]
+        else:
+            matches = [v.fts_or(rare)]
+        sql = "SELECT f.rowid, f.rank FROM drawers_fts f"
+        where = ["drawers_fts MATCH ?"]
+        filters: list[object] = []
+        if room is not None and room.strip():
+            sql += " JOIN drawers d ON d.label = f.rowid"
+            where.append("d.room = ?")
+            filters.append(names.normalize_room(room))
+        if tag is not None and tag != "":
+            where.append("f.rowid IN (SELECT label FROM drawer_tags WHERE tag = ?)")
+            filters.append(tag)
+        sql += " WHERE " + " AND ".join(where) + " ORDER BY f.rank LIMIT ?"
+        rows = [row for m in matches for row in self._conn.execute(sql, [m, *filters, n])]
+        rows.sort(key=lambda row: row[1])  # FTS5 rank: lower is better
+        return [label for label, _ in rows[:n]]
+
+    def _doc_count(self, term: str) -> int:
+        """How many drawers hold ``term``, counted only up to the BM25 budget + 1 and cached
+        until the palace has changed size by a tenth (the split needs an order, not a
+        census). A zero is never cached: the split drops such a term, and the next write
+        may be the first drawer to hold it."""
+        size = len(self._labels)
+        if abs(size - self._doc_counts_size) > max(100, self._doc_counts_size // 10):
+            self._doc_counts.clear()
+            self._doc_counts_size = size
+        count = self._doc_counts.get(term)
+        if not count:
+            if len(self._doc_counts) >= DOC_COUNT_CACHE:
+                self._doc_counts.clear()
+            count = self._conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ?"
+                " LIMIT ?)",
+                (v.fts_or([term]), retrieval.BM25_POSTINGS_BUDGET + 1),
+            ).fetchone()[0]
+            if count:
+                self._doc_counts[term] = count
+        return count
+
+    def _hits(self, ranked: list[tuple[int, float, int]]) -> list[RecallHit]:
+        """Fetch the ranked drawers in one query and count a hit for each."""
+        if not ranked:
+            return []
+        rows = {
+            row[0]: row
+            for row in self._conn.execute(
+                "SELECT label, id, content, room, tags, importance, created_at FROM drawers"
+                " WHERE label IN (SELECT value FROM json_each(?))",
+                (json.dumps([label for label, _, _ in ranked]),),
+            )
+        }
+        hits = []
+        for label, score, layer in ranked:
+            row = rows.get(label)
+            if row is None:
+                continue
+            self._pending_hits[label] += 1
+            hits.append(
+                RecallHit(
+                    drawer_id=row[1],
+                    content=row[2],
+                    score=float(score),
+                    layer=layer,
+                    tags=json.loads(row[4]),
+                    importance=row[5],
+                    room=row[3],
+                    created_at=row[6],
+                )
+            )
+        return hits
+
+    @storage_errors
+    def list(self, params: ListParams) -> list[DrawerSummary]:
+        """Drawers by importance (then newest first), optionally one room and/or tag."""
+        limit = params.limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise v.invalid(f"limit: must be a positive integer, got {limit!r}")
+        where, args = [], []
+        if params.room is not None and params.room.strip():
+            where.append("room = ?")
+            args.append(names.normalize_room(params.room))
+        if params.tag is not None and params.tag != "":
+            where.append("label IN (SELECT label FROM drawer_tags WHERE tag = ?)")
+            args.append(params.tag)
+        sql = "SELECT id, content, importance, tags, created_at, room FROM drawers"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY importance DESC, created_at DESC, label DESC LIMIT ?"
+        args.append(min(limit, LIST_LIMIT_MAX))
+        return [
+            DrawerSummary(
+                drawer_id=r[0],
+                content=r[1],
+                importance=r[2],
+                tags=json.loads(r[3]),
+                created_at=r[4],
+                room=r[5],
+            )
+            for r in self._conn.execute(sql, args)
+        ]
+
+    @storage_errors
+    def kg_query(self, subject: str) -> KgQueryResult:
+        """Active triples of ``subject`` in assertion order (the id, not the clock, orders)."""
+        v.check_nonempty(subject, "subject")
+        rows = self._conn.execute(
+            "SELECT subject, predicate, object, valid_from, valid_to, confidence, provenance"
+            " FROM triples WHERE subject = ? AND valid_to IS NULL ORDER BY id",
+            (subject,),
+        )
+        triples = [
+            Triple(
+                subject=r[0],
+                predicate=r[1],
+                object=r[2],
+                valid_from=r[3],
+                valid_to=r[4],
+                confidence=r[5],
+                provenance=r[6],
+            )
+            for r in rows
+        ]
+        return KgQueryResult(subject=subject, triples=triples)
+
+    @storage_errors
+    def info(self) -> PalaceInfo:
+        """Counts and places; ``triple_count`` counts active triples only."""
+        triples = self._conn.execute(
+            "SELECT count(*) FROM triples WHERE valid_to IS NULL"
+        ).fetchone()[0]
+        return PalaceInfo(
+            id=self.name,
+            name=self.name,
+            drawer_count=len(self._labels),
+            data_dir=str(self.palace_dir),
+            description=self.description,
+            triple_count=triples,
+            last_seq=self._last_seq,
+            index_count=self.index.live_count,
+            **maintenance.dream_summary(self._conn),
+        )
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    def identity(self) -> str:
+        """The L0 identity text."""
+        try:
+            return (self.palace_dir / IDENTITY_FILE).read_text()
+        except OSError:
+            return self.description or ""
+
+    def take_hits(self) -> dict[int, int]:
+        """The recall hits counted since the last call (a reader hands them to the writer)."""
+        hits, self._pending_hits = dict(self._pending_hits), Counter()
+        return hits
+
+
+def _grouped_labels(conn: sqlite3.Connection, sql: str) -> dict[str, set[int]]:
+    """``{key: labels}`` from a ``SELECT key, group_concat(label) ... GROUP BY key``."""
+    return {
+        key: set(np.fromstring(labels, dtype=np.int64, sep=",").tolist())
+        for key, labels in conn.execute(sql)
+    }
+
+
+def read_meta(palace_dir: Path) -> dict | None:
+    path = palace_dir / META_FILE
+    if not path.exists():
+        return None
+    try:
+        meta = json.loads(path.read_text())
+        if isinstance(meta, dict):
+            return meta
+    except (OSError, ValueError) as exc:
+        log.warning("palace.json unreadable; keeping it as is", path=str(path), error=str(exc))
+    return {}
