@@ -7,8 +7,11 @@ housekeeping: reap and restart crashed workers, expire request deadlines, heartb
 stop palaces that have been idle too long.
 
 Routing is by service: ``embedder`` for ``embed``, ``palace:<name>`` for palace methods.
-A service holds a list of workers so a palace can have one writer plus readers; writes
-always go to the writer. Requests for a service with no live worker wait in the service's
+A palace's service is one writer (supervisor slot 0) and 0..N readers (slots 1..N, the
+palace's ``readers`` setting, changed at run time by ``palace_scale``). Writes always go
+to the writer; a read goes to the least-loaded live worker, a reader when it is as free
+as the writer. The readers start once the writer is up (it creates and migrates the
+SQLite file they open read-only). Requests for a service with no live worker wait in the service's
 queue (bounded) while the supervisor starts one. Every request the broker accepts is
 answered exactly once: by a worker, by a timeout error at its deadline, or by an error
 when its worker crashes twice in a row while holding it.
@@ -32,6 +35,8 @@ from trusty_memory.names import validate_palace_name
 
 TICK_S = 0.05
 MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported
+RATE_WINDOW_S = 10.0
+RATE_WINDOW_MAX = 100_000
 
 
 @dataclass
@@ -55,6 +60,14 @@ class WorkerRec:
     pid: int
     last_seen: float
     inflight: dict[tuple[bytes, str], Pending] = field(default_factory=dict)
+    seq: int = 0  # the palace change-log seq it has applied (palace workers)
+    answered: deque[float] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW_MAX))
+
+    def rate(self, now: float) -> float:
+        """Requests answered per second over the last ``RATE_WINDOW_S``."""
+        while self.answered and self.answered[0] < now - RATE_WINDOW_S:
+            self.answered.popleft()
+        return len(self.answered) / RATE_WINDOW_S
 
 
 @dataclass
@@ -69,12 +82,30 @@ class Service:
     last_foreground: float = field(default_factory=time.monotonic)
 
     def pick(self, write: bool) -> WorkerRec | None:
+        """The writer for a write; for a read the least-loaded worker, readers first on a
+        tie (the writer's queue is where writes wait)."""
         candidates = [w for w in self.workers if not write or w.role in ("writer", "embedder")]
-        return min(candidates, key=lambda w: len(w.inflight), default=None)
+        return min(candidates, key=lambda w: (len(w.inflight), w.role == "writer"), default=None)
+
+    @property
+    def writer(self) -> WorkerRec | None:
+        return next((w for w in self.workers if w.role == "writer"), None)
 
     @property
     def busy(self) -> bool:
         return bool(self.queue) or any(w.inflight for w in self.workers)
+
+
+def rss_mb(pid: int) -> float | None:
+    """Resident memory of a local process, from /proc (None where unknown)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 class Broker:
@@ -170,7 +201,7 @@ class Broker:
         pending = Pending(client, req.id, frame, req.method, time.monotonic() + timeout, write)
         service = self.service(name)
         service.last_used = time.monotonic()
-        if req.method not in p.DREAM_METHODS:
+        if req.method not in p.BACKGROUND_METHODS:
             service.foreground_requests += 1
             service.last_foreground = service.last_used
         worker = service.pick(write)
@@ -210,10 +241,53 @@ class Broker:
             return self.status()
         if req.method == "palace_list":
             return {"palaces": self.palaces.names()}
-        params = p.decode_params(req.method, req.params)  # palace_create
+        params = p.decode_params(req.method, req.params)
+        if req.method == "palace_scale":
+            return self.scale(validate_palace_name(params.name), params.readers)
         return self.palaces.create(params.name, params.description)
 
+    def scale(self, palace: str, readers: int) -> dict:
+        """Keep ``readers`` reader processes for ``palace`` from now on (and across restarts)."""
+        self.palaces.set_readers(palace, readers)
+        service = self.services.get(p.palace_service(palace))
+        if service is not None and service.writer is not None:
+            self.apply_readers(service)
+        return {"palace": palace, "readers": readers, "status": "scaled"}
+
+    def apply_readers(self, service: Service) -> None:
+        """Start missing readers of a palace whose writer is up; retire extra ones.
+
+        A retired reader is told to stop; requests it held go back to the queue, so
+        scaling down loses none of them.
+        """
+        wanted = self.palaces.readers(service.name[len(p.PALACE_SERVICE_PREFIX) :])
+        for slot in range(1, wanted + 1):
+            self.supervisor.ensure(service.name, slot)
+        for child in self.supervisor.slots(service.name):
+            if child.slot > wanted and not child.stopping:
+                child.stopping = True
+                for worker in [w for w in service.workers if w.pid == child.pid]:
+                    self.backend.send_multipart([worker.identity, p.W_DISCONNECT])
+                    self.remove_worker(worker, crashed=False)
+                if child.running:
+                    child.popen.terminate()
+
+    def worker_status(self, service: Service, w: WorkerRec, now: float) -> dict:
+        info = {
+            "pid": w.pid,
+            "role": w.role,
+            "inflight": len(w.inflight),
+            "requests_per_s": round(w.rate(now), 2),
+            "rss_mb": rss_mb(w.pid),
+        }
+        if service.name.startswith(p.PALACE_SERVICE_PREFIX):
+            writer = service.writer
+            info["seq"] = w.seq
+            info["lag"] = max(0, writer.seq - w.seq) if writer is not None else None
+        return info
+
     def status(self) -> dict:
+        now = time.monotonic()
         return {
             "pid": os.getpid(),
             "version": __version__,
@@ -223,10 +297,7 @@ class Broker:
             "services": [
                 {
                     "name": s.name,
-                    "workers": [
-                        {"pid": w.pid, "role": w.role, "inflight": len(w.inflight)}
-                        for w in s.workers
-                    ],
+                    "workers": [self.worker_status(s, w, now) for w in s.workers],
                     "queued": len(s.queue),
                     "foreground_requests": s.foreground_requests,
                     "idle_s": round(time.monotonic() - s.last_foreground, 3),
@@ -257,14 +328,19 @@ class Broker:
         elif worker is None:
             # Majordomo: a worker we do not know must re-register.
             self.backend.send_multipart([identity, p.W_DISCONNECT])
-        elif command == p.W_REPLY and len(frames) == 5:
+        elif command == p.W_REPLY and len(frames) in (5, 6):
+            self.note_seq(worker, frames[5:])
             self.on_reply(worker, frames[2], frames[3].decode(), frames[4])
         elif command == p.W_HEARTBEAT:
-            pass
+            self.note_seq(worker, frames[2:])
         elif command == p.W_DISCONNECT:
             self.remove_worker(worker, crashed=False)
         else:
             self.log.warning("unknown worker command", command=command[:1].hex())
+
+    def note_seq(self, worker: WorkerRec, frames: list[bytes]) -> None:
+        if frames and frames[0].isdigit():
+            worker.seq = int(frames[0])
 
     def on_ready(self, identity: bytes, ready: p.Ready) -> None:
         if identity in self.workers:
@@ -278,6 +354,8 @@ class Broker:
         self.workers[identity] = worker
         service.workers.append(worker)
         self.log.info("worker ready", service=ready.service, role=ready.role, worker_pid=ready.pid)
+        if ready.role == "writer" and service.name.startswith(p.PALACE_SERVICE_PREFIX):
+            self.apply_readers(service)
         self.flush_queue(service)
 
     def flush_queue(self, service: Service) -> None:
@@ -290,6 +368,7 @@ class Broker:
     def on_reply(self, worker: WorkerRec, client: bytes, rid: str, frame: bytes) -> None:
         key = (client, rid)
         worker.inflight.pop(key, None)
+        worker.answered.append(time.monotonic())
         if self.inflight.pop(key, None) is not None:
             self.reply(client, frame)
         # else: the request already timed out and was answered; drop the late reply
@@ -302,6 +381,8 @@ class Broker:
             service.workers.remove(worker)
         for key, pending in reversed(list(worker.inflight.items())):
             self.inflight.pop(key, None)
+            if not crashed:
+                pending.attempts -= 1  # a worker retired or stopped: that try does not count
             if pending.attempts >= MAX_ATTEMPTS:
                 message = (
                     f"{worker.service} worker crashed while handling {pending.method} "
@@ -323,9 +404,7 @@ class Broker:
         for child in self.supervisor.reap():
             for worker in [w for w in self.workers.values() if w.pid == child.last_pid]:
                 self.remove_worker(worker, crashed=not child.stopping)
-            # Embedders and the dreamer always come back; a palace only if it has work waiting.
-            always = child.service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE)
-            if always or self.service(child.service).busy:
+            if self.wanted_back(child):
                 self.supervisor.schedule_restart(child)
             else:
                 self.supervisor.forget(child)
@@ -335,6 +414,22 @@ class Broker:
             self.last_heartbeat = now
             self.heartbeat_and_purge(now)
             self.stop_idle_palaces(now)
+
+    def wanted_back(self, child) -> bool:
+        """Embedders and the dreamer always come back. A palace writer only with work
+        waiting (an idle palace stays asleep); a reader while its writer lives and its
+        slot is still wanted (not retired by ``scale``, not stopped with the palace)."""
+        if child.service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE):
+            return True
+        service = self.service(child.service)
+        if child.slot == 0:
+            return service.busy
+        palace = child.service[len(p.PALACE_SERVICE_PREFIX) :]
+        return (
+            not child.stopping
+            and service.writer is not None
+            and child.slot <= self.palaces.readers(palace)
+        )
 
     def expire_deadlines(self, now: float) -> None:
         for key, (pending, worker) in list(self.inflight.items()):

@@ -1,10 +1,10 @@
 """Worker processes: spawn on demand, reap, restart with back-off.
 
 The supervisor only knows processes; the broker decides which ones should exist. A child
-is keyed by ``(service, slot)`` so a service can have several processes (the embedder
-pool now; reader replicas of a palace later). Children inherit the daemon's environment,
-so they load the same config and find the same sockets, and they write their logs to
-the daemon's stderr.
+is keyed by ``(service, slot)`` so a service can have several processes: the embedder
+pool, and a palace's writer (slot 0) with its readers (slots 1..N). Children inherit the
+daemon's environment, so they load the same config and find the same sockets, and they
+write their logs to the daemon's stderr.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ class Child:
         return self.popen is not None and self.popen.poll() is None
 
 
-def argv_for(service: str) -> list[str]:
-    """The command line of the process that serves ``service``."""
+def argv_for(service: str, slot: int = 0) -> list[str]:
+    """The command line of the process that serves ``service`` in ``slot``."""
     if service == p.EMBEDDER_SERVICE:
         return [sys.executable, "-m", "trusty_memory.workers.embedder"]
     if service == p.DREAMER_SERVICE:
@@ -55,7 +55,8 @@ def argv_for(service: str) -> list[str]:
         palace = service[len(p.PALACE_SERVICE_PREFIX) :]
         # One argument, ``--palace=NAME``: a name may start with '-' ("-x", "--help"),
         # which argparse would read as an option if it stood on its own.
-        return [sys.executable, "-m", "trusty_memory.workers.palace", f"--palace={palace}"]
+        argv = [sys.executable, "-m", "trusty_memory.workers.palace", f"--palace={palace}"]
+        return argv if slot == 0 else [*argv, "--reader"]
     raise ValueError(f"no process serves {service!r}")
 
 
@@ -75,7 +76,7 @@ class Supervisor:
         """Make sure a process for ``(service, slot)`` runs or is scheduled to restart."""
         child = self.children.get((service, slot))
         if child is None:
-            child = Child(service, slot, argv_for(service))
+            child = Child(service, slot, argv_for(service, slot))
             self.children[(service, slot)] = child
         if not child.running and child.restart_at is None:
             self._spawn(child)
@@ -116,6 +117,11 @@ class Supervisor:
 
     def forget(self, child: Child) -> None:
         self.children.pop((child.service, child.slot), None)
+
+    def slots(self, service: str) -> list[Child]:
+        """The children of ``service``, by slot."""
+        return sorted((c for c in self.children.values() if c.service == service),
+                      key=lambda c: c.slot)  # fmt: skip
 
     def restart_due(self) -> None:
         now = time.monotonic()

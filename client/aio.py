@@ -18,7 +18,7 @@ import zmq.asyncio
 
 from trusty_memory import protocol as p
 from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_local
-from trusty_memory.client.sync import POLL_SLICE_S, prepare_params
+from trusty_memory.client.sync import POLL_SLICE_S, SeqTracker, prepare_params
 from trusty_memory.config import Config, load_config
 
 
@@ -29,6 +29,7 @@ class AsyncClient:
         self.ctx = zmq.asyncio.Context.instance()
         self.socket: zmq.asyncio.Socket | None = None
         self.pid: int | None = None
+        self.seqs = SeqTracker()  # read-your-writes, per palace (see client/sync.py)
         self.generation = 0
         self.waiting: dict[str, asyncio.Future] = {}
         self.reader: asyncio.Task | None = None
@@ -94,6 +95,7 @@ class AsyncClient:
             prepare_params(method, params),
             palace=palace,
             timeout_ms=int(timeout * 1000) if timeout else None,
+            min_seq=self.seqs.min_seq(method, palace),
         )
         if self.socket is None:
             await self._connect(self.generation)
@@ -107,7 +109,9 @@ class AsyncClient:
             while (remaining := deadline - loop.time()) > 0:
                 done, _ = await asyncio.wait({fut}, timeout=min(remaining, POLL_SLICE_S))
                 if done:
-                    return p.unwrap(fut.result())
+                    resp = fut.result()
+                    self.seqs.note(palace, resp)
+                    return p.unwrap(resp)
                 if self._daemon_replaced():
                     await self._connect(sent_generation)
                 if self.generation != sent_generation:

@@ -6,6 +6,10 @@ one when allowed, opens a fresh socket and sends the same request again. Every m
 safe to resend: ``memory_remember`` carries a drawer id chosen here, so a write that was
 committed before the crash is found, not duplicated.
 
+Read-your-writes: the client keeps, per palace, the highest change-log seq its writes got
+back and sends it with its reads of that palace (``SeqTracker``), so a reader process that
+answers them has applied every write this client made.
+
 Typed helpers (``remember``, ``recall``...) wrap ``call`` and return the protocol's
 result Structs.
 """
@@ -35,6 +39,23 @@ def prepare_params(method: str, params: Any) -> Any:
     return params if params is not None else {}
 
 
+class SeqTracker:
+    """The highest palace seq this client's writes were acknowledged at, per palace."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def min_seq(self, method: str, palace: str | None) -> int:
+        """What a read must have applied; 0 for anything else."""
+        if palace is None or method not in p.PALACE_READ_METHODS:
+            return 0
+        return self.seen.get(palace, 0)
+
+    def note(self, palace: str | None, resp: p.Response) -> None:
+        if palace is not None and resp.seq > self.seen.get(palace, 0):
+            self.seen[palace] = resp.seq
+
+
 class Client:
     def __init__(self, config: Config | None = None, *, autostart: bool = True) -> None:
         self.config = config or load_config()
@@ -42,6 +63,7 @@ class Client:
         self.ctx = zmq.Context.instance()
         self.socket: zmq.Socket | None = None
         self.pid: int | None = None
+        self.seqs = SeqTracker()
 
     def __enter__(self) -> Client:
         return self
@@ -83,6 +105,7 @@ class Client:
             prepare_params(method, params),
             palace=palace,
             timeout_ms=int(timeout * 1000) if timeout else None,
+            min_seq=self.seqs.min_seq(method, palace),
         )
         if self.socket is None:
             self._connect()
@@ -92,6 +115,7 @@ class Client:
             if self.socket.poll(int(min(remaining, POLL_SLICE_S) * 1000) + 1):
                 resp = p.decode_response(self.socket.recv())
                 if resp.id == rid:
+                    self.seqs.note(palace, resp)
                     return p.unwrap(resp)
                 continue  # a late answer to an earlier, abandoned request
             if self._daemon_replaced():
@@ -113,6 +137,9 @@ class Client:
 
     def palace_create(self, name: str, description: str | None = None) -> dict:
         return self.call("palace_create", {"name": name, "description": description})
+
+    def scale(self, palace: str, readers: int) -> dict:
+        return self.call("palace_scale", {"name": palace, "readers": readers})
 
     def palace_info(self, palace: str) -> p.PalaceInfo:
         return p.convert(self.call("palace_info", palace=palace), p.PalaceInfo)

@@ -49,9 +49,26 @@ def cmd_status(args) -> int:
     status = _client().status()
     lines = [f"running: pid {status['pid']}, up {status['uptime_s']:.0f}s, home {status['home']}"]
     for s in status["services"]:
-        pids = ", ".join(f"{w['pid']} ({w['role']})" for w in s["workers"]) or "none"
-        lines.append(f"  {s['name']}: workers {pids}; queued {s['queued']}")
+        lines.append(f"  {s['name']}: queued {s['queued']}")
+        for w in s["workers"] or [{}]:
+            lines.append("    " + _worker_line(w) if w else "    no workers")
     _print(args, status, "\n".join(lines))
+    return 0
+
+
+def _worker_line(w: dict) -> str:
+    parts = [f"{w['role']:<8} pid {w['pid']}", f"inflight {w['inflight']}"]
+    parts.append(f"{w['requests_per_s']:.1f} req/s")
+    if w.get("lag") is not None:
+        parts.append(f"seq {w['seq']} (lag {w['lag']})")
+    if w.get("rss_mb") is not None:
+        parts.append(f"{w['rss_mb']:.0f} MB")
+    return ", ".join(parts)
+
+
+def cmd_scale(args) -> int:
+    data = _client().call("palace_scale", {"name": args.palace, "readers": args.readers})
+    _print(args, data, f"{data['palace']}: {data['readers']} readers")
     return 0
 
 
@@ -260,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stop", help="stop the daemon cleanly")
     s.add_argument("--timeout", type=float, default=15.0)
     s.set_defaults(fn=cmd_stop)
+
+    s = sub.add_parser("scale", help="set how many reader processes serve a palace's reads")
+    s.add_argument("palace")
+    s.add_argument("--readers", type=int, required=True, help="readers beside the writer")
+    s.set_defaults(fn=cmd_scale)
 
     s = sub.add_parser("remember", help="store a memory")
     s.add_argument("palace")

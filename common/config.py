@@ -65,6 +65,12 @@ class PalaceSettings:
     hnsw_m: int = 16
     batch_max: int = 256  # requests drained from the socket per loop turn
     synchronous: str = "NORMAL"  # SQLite: NORMAL survives kill -9; FULL also power loss
+    # Reader processes per palace beside its writer (``trusty-memory scale`` sets one
+    # palace's own number, kept in its palace.json).
+    readers: int = 0
+    # A reader catches up with other sessions' writes at most this often (0: at every
+    # batch); a session's own writes are always seen (read-your-writes).
+    reader_refresh_s: float = 0.0
 
 
 @dataclass(frozen=True)

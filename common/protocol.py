@@ -3,8 +3,13 @@
 Front ends, the CLI, the Python client, palace workers, embedders and the dreamer all
 exchange the same Engram-style envelope, encoded as MessagePack by msgspec:
 
-    request:  {id, method, palace?, params, timeout_ms?}
-    response: {id, ok, data, error: {code, message}?}
+    request:  {id, method, palace?, params, timeout_ms?, min_seq?}
+    response: {id, ok, data, error: {code, message}?, seq?}
+
+A palace is served by one writer and 0..N readers. A write's response carries ``seq``,
+the palace's change-log sequence number once that write committed; a client sends the
+highest one it got for a palace as ``min_seq`` with its reads of that palace, and a reader
+answers only after it has applied that much of the change log (read-your-writes).
 
 Two sockets carry it, both on the broker (the ZeroMQ guide's Majordomo shape):
 
@@ -14,7 +19,9 @@ Two sockets carry it, both on the broker (the ZeroMQ guide's Majordomo shape):
   command (``W_READY``, ``W_REQUEST``, ``W_REPLY``, ``W_HEARTBEAT``, ``W_DISCONNECT``).
   ``W_REQUEST`` and ``W_REPLY`` carry the client's routing identity so the broker can
   relay without decoding the payload, and ``W_REPLY`` carries the request id as its own
-  frame so the broker can settle its bookkeeping without decoding the response.
+  frame so the broker can settle its bookkeeping without decoding the response. A palace
+  worker ends ``W_REPLY`` and ``W_HEARTBEAT`` with one more frame, the change-log seq it
+  has applied (ASCII digits), which is how ``status`` shows a reader's lag.
 
 Everything that crosses a process boundary is decoded into a typed ``msgspec.Struct``;
 a frame that fails to decode gets an error reply naming the cause (or, if it cannot even
@@ -113,6 +120,7 @@ class Request(msgspec.Struct, kw_only=True, omit_defaults=True):
     palace: str | None = None
     params: msgspec.Raw = msgspec.Raw(b"\x80")  # an empty map
     timeout_ms: int | None = None
+    min_seq: int = 0  # reads: answer only once this palace seq is applied
 
 
 class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -120,6 +128,7 @@ class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
     ok: bool
     data: Any = None
     error: ErrorInfo | None = None
+    seq: int = 0  # writes: the palace's seq after this write committed
 
 
 class Ready(msgspec.Struct, kw_only=True):
@@ -163,6 +172,20 @@ class PalaceParams(msgspec.Struct, kw_only=True):
 class PalaceCreateParams(msgspec.Struct, kw_only=True):
     name: str
     description: str | None = None
+
+
+class PalaceScaleParams(msgspec.Struct, kw_only=True):
+    """``palace_scale``: how many reader processes the palace keeps beside its writer."""
+
+    name: str
+    readers: int
+
+
+class PalaceHitsParams(msgspec.Struct, kw_only=True):
+    """``palace_hits``: recall hits a reader counted, as ``[[label, count], ...]``; the
+    writer adds them to the next write transaction."""
+
+    hits: list[tuple[int, int]]
 
 
 class RememberParams(msgspec.Struct, kw_only=True):
@@ -498,17 +521,27 @@ class RestoreResult(msgspec.Struct, kw_only=True):
 
 
 # Methods, by who answers them.
-BROKER_METHODS = frozenset({"ping", "status", "palace_list", "palace_create"})
+BROKER_METHODS = frozenset({"ping", "status", "palace_list", "palace_create", "palace_scale"})
 # The dreamer's maintenance: routed to the writer, and not counted as foreground use of a
 # palace (so the dreamer's own traffic never makes a palace look busy to itself).
 DREAM_METHODS = frozenset(
     {"dream_status", "dream_scan", "dream_merge", "dream_decay", "dream_kg_decay", "dream_finish"}
 )
-ARCHIVE_METHODS = frozenset({"archive_list", "archive_restore"})
+# Traffic that follows from other work rather than being it: routed like any request, but
+# never counted as foreground use of a palace (the dreamer's passes, readers' hit counts).
+BACKGROUND_METHODS = DREAM_METHODS | {"palace_hits"}
 PALACE_WRITE_METHODS = (
-    frozenset({"memory_remember", "memory_forget", "kg_assert", "palace_import"})
+    frozenset(
+        {
+            "memory_remember",
+            "memory_forget",
+            "kg_assert",
+            "palace_import",
+            "palace_hits",
+            "archive_restore",
+        }
+    )
     | DREAM_METHODS
-    | ARCHIVE_METHODS
 )
 PALACE_READ_METHODS = frozenset(
     {
@@ -518,6 +551,7 @@ PALACE_READ_METHODS = frozenset(
         "kg_query",
         "palace_info",
         "palace_export",
+        "archive_list",
         "noop",
     }
 )
@@ -526,6 +560,8 @@ EMBEDDER_METHODS = frozenset({"embed"})
 
 PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "palace_create": PalaceCreateParams,
+    "palace_scale": PalaceScaleParams,
+    "palace_hits": PalaceHitsParams,
     "memory_remember": RememberParams,
     "memory_recall": RecallParams,
     "memory_recall_deep": RecallParams,
@@ -575,11 +611,14 @@ def encode_request(
     palace: str | None = None,
     id: str | None = None,
     timeout_ms: int | None = None,
+    min_seq: int = 0,
 ) -> tuple[str, bytes]:
     """Build and encode a request; returns ``(id, frame)``."""
     rid = id or new_id()
     raw = msgspec.Raw(_encoder.encode(params if params is not None else {}))
-    req = Request(id=rid, method=method, palace=palace, params=raw, timeout_ms=timeout_ms)
+    req = Request(
+        id=rid, method=method, palace=palace, params=raw, timeout_ms=timeout_ms, min_seq=min_seq
+    )
     return rid, _encoder.encode(req)
 
 
@@ -625,8 +664,8 @@ def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = N
         ) from exc
 
 
-def ok_response(rid: str, data: Any) -> bytes:
-    return _encoder.encode(Response(id=rid, ok=True, data=data))
+def ok_response(rid: str, data: Any, seq: int = 0) -> bytes:
+    return _encoder.encode(Response(id=rid, ok=True, data=data, seq=seq))
 
 
 def error_response(rid: str, code: ErrorCode | int, message: str) -> bytes:

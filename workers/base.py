@@ -72,6 +72,11 @@ class Worker:
     def on_stop(self) -> None:
         """Called once before exit (save the index, close files)."""
 
+    def applied_seq(self) -> int | None:
+        """The palace change-log seq this worker has applied, told to the broker with each
+        reply and heartbeat (None: not a palace worker)."""
+        return None
+
     # -- the loop ----------------------------------------------------------------
 
     def run(self) -> int:
@@ -98,7 +103,7 @@ class Worker:
                         worked = False
                     idle_at = now + heartbeat
                 if now - self.last_sent >= heartbeat:
-                    self._send([p.W_HEARTBEAT])
+                    self._send([p.W_HEARTBEAT, *self._seq_frame()])
                 if now - self.last_broker_msg > expiry:
                     self.log.warning("broker silent; reconnecting", silent_s=expiry)
                     self._connect()
@@ -159,8 +164,13 @@ class Worker:
         return jobs
 
     def _send_replies(self, replies: list[Reply]) -> None:
+        seq = self._seq_frame()
         for r in replies:
-            self._send([p.W_REPLY, r.client, r.rid.encode(), r.frame])
+            self._send([p.W_REPLY, r.client, r.rid.encode(), r.frame, *seq])
+
+    def _seq_frame(self) -> list[bytes]:
+        seq = self.applied_seq()
+        return [] if seq is None else [str(seq).encode()]
 
     def _on_signal(self, signum, frame) -> None:
         self.running = False
@@ -203,11 +213,13 @@ def _salvage_id(frame: bytes) -> str:
     return ""
 
 
-def reply_to(job: Job, fn) -> Reply:
-    """Run ``fn()`` for one job and wrap its result or error into a reply."""
+def reply_to(job: Job, fn, seq_of=None) -> Reply:
+    """Run ``fn()`` for one job and wrap its result or error into a reply; ``seq_of()``,
+    if given, is the palace seq to report once ``fn`` has run."""
     rid = job.request.id
     try:
-        return Reply(job.client, rid, p.ok_response(rid, fn()))
+        result = fn()
+        return Reply(job.client, rid, p.ok_response(rid, result, seq_of() if seq_of else 0))
     except p.TrustyError as exc:
         return Reply(job.client, rid, p.error_response(rid, exc.code, exc.message))
     except Exception as exc:  # a bug must cost one request, never the worker

@@ -177,7 +177,21 @@ def absorb_duplicate(
         "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
         [(t, label) for t in added],
     )
+    if added:
+        log_update(conn, label)
     return added
+
+
+def log_update(conn: sqlite3.Connection, label: int) -> None:
+    """Record that a live drawer changed in place (tags, text or vector), as a delete and
+    an add of its label: replaying the change log then re-reads it (``catch_up``), and
+    readers re-read its filters (``ReadStore.refresh``)."""
+    now = v.now_rfc3339()
+    drawer_id = conn.execute("SELECT id FROM drawers WHERE label = ?", (label,)).fetchone()[0]
+    conn.executemany(
+        "INSERT INTO changes (op, label, drawer_id, at) VALUES (?, ?, ?, ?)",
+        [("delete", label, drawer_id, now), ("add", label, drawer_id, now)],
+    )
 
 
 # -- dedup: scan ---------------------------------------------------------------------------
@@ -326,6 +340,7 @@ def _merge_into(conn: sqlite3.Connection, keep: Row, members: list[Row]) -> list
         "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
         [(t, keep.label) for t in added],
     )
+    log_update(conn, keep.label)
     for member in members:
         _archive(conn, member, "merged", keep.id)
         # Drawers merged into this member earlier now point at the survivor.

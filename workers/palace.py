@@ -1,11 +1,16 @@
-"""Palace worker: the only process that writes one palace.
+"""Palace workers: one writer and 0..N readers per palace, each its own process.
 
-Each loop turn takes every waiting request, sends all texts that need a vector (the texts
-of new drawers, the queries of recalls) to the embedder in ONE call, then runs the
-requests in arrival order, committing each run of consecutive remembers as ONE
-transaction. A reply leaves only after its transaction has committed, so an
-acknowledged write survives ``kill -9``: SQLite is the truth, the index is rebuilt or
-caught up from SQLite's change log when the worker starts again.
+``python -m trusty_memory.workers.palace --palace=NAME [--reader]``, started by the
+broker's supervisor. This module is what both roles share: the loop turn that decodes a
+batch, refuses oversized text before it costs an embedding, asks the embedder for every
+vector the batch needs in ONE call (the texts of new drawers, the queries of recalls),
+and runs the reads. ``writer.py`` adds the writes (one transaction per run of
+remembers; a reply leaves only after its commit); ``reader.py`` keeps a read-only copy of
+the palace's state current from the change log.
+
+Every reply names the change-log seq the worker had applied when it answered (``seq`` in
+the response and a frame of its own for the broker): clients send it back with their
+reads (read-your-writes), and ``status`` shows readers' lag with it.
 """
 
 from __future__ import annotations
@@ -25,8 +30,6 @@ from trusty_memory.logs import setup_logging
 from trusty_memory.names import validate_palace_name
 from trusty_memory.workers import bulk, maintenance
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
-from trusty_memory.workers.embedding import DIM
-from trusty_memory.workers.store import PalaceStore
 
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
 
@@ -44,7 +47,11 @@ class Embedder:
 
 
 class PalaceWorker(Worker):
-    role = "writer"
+    """What a palace's writer and readers share; subclasses open the store and add
+    ``methods`` (what they answer) and ``run_batch``."""
+
+    methods: frozenset[str] = frozenset()
+    handlers: dict[str, Callable[[Any, Any], Any]] = {}
 
     def __init__(self, config: Config, log, palace: str) -> None:
         super().__init__(config, log)
@@ -52,16 +59,20 @@ class PalaceWorker(Worker):
         self.service = p.palace_service(palace)
         self.batch_max = config.palace.batch_max
         self.embedder = Embedder(config)
-        self.store: PalaceStore | None = None
+        self.store: Any = None
+
+    def open_store(self) -> Any:
+        raise NotImplementedError
 
     def run(self) -> int:
         started = time.monotonic()
-        self.store = PalaceStore.open(
-            self.config.palace_dir(self.palace), self.palace, self.config.palace, dim=DIM
-        )
-        self.log = self.log.bind(palace=self.palace)
+        self.store = self.open_store()
+        self.log = self.log.bind(palace=self.palace, role=self.role)
         self.log.info("palace open", seconds=round(time.monotonic() - started, 3))
         return super().run()
+
+    def applied_seq(self) -> int | None:
+        return self.store.last_seq if self.store is not None else None
 
     # -- batches -----------------------------------------------------------------
 
@@ -71,30 +82,28 @@ class PalaceWorker(Worker):
         for job in jobs:
             try:
                 params = p.decode_params(job.request.method, job.request.params)
-                if job.request.method not in p.PALACE_METHODS:
+                if job.request.method not in self.methods:
                     raise p.TrustyError(
-                        p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {job.request.method}"
+                        p.ErrorCode.UNKNOWN_METHOD,
+                        f"{self.role} of {self.palace} cannot answer {job.request.method}",
                     )
                 self.check_text(job.request.method, params)
                 work.append((job, params))
             except p.TrustyError as exc:
                 replies.append(Reply(job.client, job.request.id, _error(job, exc)))
+        self.before_batch(work)
         t0 = time.perf_counter()
         vectors, embed_error = self.embed_all(work)
         t1 = time.perf_counter()
-        remembers: list[tuple[Job, p.RememberParams, np.ndarray]] = []
+        ready = []
         for job, params in work:
             if job.request.id in embed_error:
                 replies.append(
                     Reply(job.client, job.request.id, _error(job, embed_error[job.request.id]))
                 )
-            elif job.request.method == "memory_remember":
-                remembers.append((job, params, vectors[job.request.id]))
             else:
-                replies.extend(self.commit_remembers(remembers))
-                remembers = []
-                replies.append(reply_to(job, lambda j=job, pr=params: self.execute(j, pr, vectors)))
-        replies.extend(self.commit_remembers(remembers))
+                ready.append((job, params))
+        replies.extend(self.run_batch(ready, vectors))
         self.log.debug(
             "batch",
             jobs=len(jobs),
@@ -102,6 +111,17 @@ class PalaceWorker(Worker):
             store_ms=round((time.perf_counter() - t1) * 1000, 2),
         )
         return replies
+
+    def before_batch(self, work: list[tuple[Job, Any]]) -> None:
+        """Called with the batch's valid requests before anything runs (readers catch up)."""
+
+    def run_batch(self, work: list[tuple[Job, Any]], vectors: dict[str, np.ndarray]):
+        return [self.reply(job, lambda j=job, pr=params: self.execute(j, pr, vectors))
+                for job, params in work]  # fmt: skip
+
+    def reply(self, job: Job, fn: Callable[[], Any]) -> Reply:
+        """Run one request; its reply carries the seq applied once it ran."""
+        return reply_to(job, fn, seq_of=lambda: self.store.last_seq)
 
     def check_text(self, method: str, params: object) -> None:
         """Refuse oversized text before it costs an embedding."""
@@ -145,22 +165,6 @@ class PalaceWorker(Worker):
             return {}, {rid: err for rid, _ in needs}
         return {rid: block[i] for i, (rid, _) in enumerate(needs)}, {}
 
-    def commit_remembers(self, batch) -> list[Reply]:
-        """One transaction for the whole run; on failure, one at a time to find the culprit."""
-        if not batch:
-            return []
-        try:
-            results = self.store.remember_batch([(params, vec) for _, params, vec in batch])
-            return [
-                Reply(job.client, job.request.id, p.ok_response(job.request.id, result))
-                for (job, _, _), result in zip(batch, results, strict=True)
-            ]
-        except Exception:
-            if len(batch) == 1:
-                job, params, vec = batch[0]
-                return [reply_to(job, lambda: self.store.remember_batch([(params, vec)])[0])]
-            return [r for item in batch for r in self.commit_remembers([item])]
-
     def execute(self, job: Job, params, vectors: dict[str, np.ndarray]):
         method = job.request.method
         if method in ("memory_recall", "memory_recall_deep"):
@@ -173,16 +177,10 @@ class PalaceWorker(Worker):
                 deep=method == "memory_recall_deep",
             )
             return p.RecallResult(palace=self.palace, query=params.query, results=hits)
-        handler = HANDLERS.get(method)
+        handler = self.handlers.get(method)
         if handler is None:
             raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
         return handler(self, params)
-
-    # -- lifecycle ---------------------------------------------------------------
-
-    def on_idle(self) -> None:
-        self.store.flush()
-        self.store.maybe_snapshot()
 
     def on_stop(self) -> None:
         if self.store is not None:
@@ -190,25 +188,14 @@ class PalaceWorker(Worker):
         self.embedder.client.close()
 
 
-# Methods that need no vector: one line each, ``(worker, params) -> result``.
-HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
+# Reads that need no vector: one line each, ``(worker, params) -> result``.
+READ_HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
     "memory_list": lambda w, params: p.ListResult(palace=w.palace, drawers=w.store.list(params)),
-    "memory_forget": lambda w, params: w.store.forget(params.drawer_id),
-    "kg_assert": lambda w, params: w.store.kg_assert(params),
     "kg_query": lambda w, params: w.store.kg_query(params.subject),
     "palace_info": lambda w, params: w.store.info(),
     "noop": lambda w, params: {},
-    "palace_import": lambda w, params: bulk.import_batch(w.store, params, w.embedder.encode),
     "palace_export": lambda w, params: bulk.export_page(w.store, params),
-    # The dreamer's steps and the archive (``workers/maintenance.py``).
-    "dream_status": lambda w, params: w.store.info(),
-    "dream_scan": lambda w, params: maintenance.scan_duplicates(w.store, params),
-    "dream_merge": lambda w, params: maintenance.merge_groups(w.store, params),
-    "dream_decay": lambda w, params: maintenance.decay_page(w.store, params),
-    "dream_kg_decay": lambda w, params: maintenance.kg_decay_page(w.store, params),
-    "dream_finish": lambda w, params: maintenance.finish(w.store, params),
     "archive_list": lambda w, params: maintenance.archive_list(w.store, params),
-    "archive_restore": lambda w, params: maintenance.archive_restore(w.store, params.drawer_id),
 }
 
 
@@ -219,10 +206,17 @@ def _error(job: Job, exc: p.TrustyError) -> bytes:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trusty-memory-palace")
     parser.add_argument("--palace", required=True)
+    parser.add_argument("--reader", action="store_true", help="serve reads only, read-only")
     args = parser.parse_args(argv)
     config = load_config()
     log = setup_logging("palace", default_level="info")
-    return PalaceWorker(config, log, args.palace).run()
+    if args.reader:
+        from trusty_memory.workers.reader import PalaceReader
+
+        return PalaceReader(config, log, args.palace).run()
+    from trusty_memory.workers.writer import PalaceWriter
+
+    return PalaceWriter(config, log, args.palace).run()
 
 
 if __name__ == "__main__":

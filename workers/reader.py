@@ -1,0 +1,88 @@
+"""A palace reader: serves reads beside the writer, from a read-only copy of its state.
+
+Ops add readers to a hot palace (``trusty-memory scale PALACE --readers N``) so that
+recalls stop queueing behind one process. A reader opens the palace's SQLite read-only
+(WAL lets it read while the writer commits), loads the writer's newest index snapshot
+and catches up from the change log (``store_read.ReadStore``); it never writes a file.
+
+Freshness, per batch: a request may carry ``min_seq``, the seq of its session's last
+write; the reader catches up before answering whenever it is behind that (read-your-
+writes, at the cost of one change-log query). Otherwise it catches up when SQLite says
+another connection committed and ``[palace] reader_refresh_s`` has passed since its last
+catch-up (0, the default: at every batch), so other sessions' writes show within that lag.
+
+Recall hits the reader counts go to the writer (``palace_hits``) when it idles: only the
+writer writes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from trusty_memory import protocol as p
+from trusty_memory.workers.base import Job
+from trusty_memory.workers.embedding import DIM
+from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker
+from trusty_memory.workers.store_read import ReadStore
+
+HITS_TIMEOUT_S = 5.0
+
+
+class PalaceReader(PalaceWorker):
+    role = "reader"
+    methods = p.PALACE_READ_METHODS
+    handlers = READ_HANDLERS
+
+    def __init__(self, config, log, palace: str) -> None:
+        super().__init__(config, log, palace)
+        self.refresh_every = config.palace.reader_refresh_s
+        self.refreshed_at = 0.0
+
+    def open_store(self) -> ReadStore:
+        store = ReadStore.open_reader(
+            self.config.palace_dir(self.palace), self.palace, self.config.palace, dim=DIM
+        )
+        self.refreshed_at = time.monotonic()
+        return store
+
+    def before_batch(self, work: list[tuple[Job, Any]]) -> None:
+        needed = max((job.request.min_seq for job, _ in work), default=0)
+        behind = needed > self.store.last_seq
+        due = time.monotonic() - self.refreshed_at >= self.refresh_every
+        if behind or (due and self.store.changed()):
+            self.catch_up()
+
+    def catch_up(self) -> None:
+        read = self.store.refresh()
+        self.refreshed_at = time.monotonic()
+        if read:
+            self.log.debug("caught up", changes=read, seq=self.store.last_seq)
+
+    def on_idle(self) -> None:
+        due = time.monotonic() - self.refreshed_at >= self.refresh_every
+        if due and self.store.changed():
+            self.catch_up()
+        self.send_hits()
+
+    def send_hits(self) -> None:
+        """Hand the writer the recall hits counted here; kept for next time if it fails."""
+        hits = self.store.take_hits()
+        if not hits:
+            return
+        try:
+            self.embedder.client.call(
+                "palace_hits",
+                {"hits": sorted(hits.items())},
+                palace=self.palace,
+                timeout=HITS_TIMEOUT_S,
+            )
+        except p.TrustyError as exc:
+            self.log.info("hits kept for later", error=exc.message, labels=len(hits))
+            for label, count in hits.items():
+                self.store._pending_hits[label] += count
+
+    def on_stop(self) -> None:
+        if self.store is not None:
+            self.send_hits()
+        super().on_stop()

@@ -1,0 +1,91 @@
+"""A palace's writer: the only process that changes it.
+
+Each loop turn runs the batch's requests in arrival order, committing each run of
+consecutive remembers as ONE transaction. A reply leaves only after its transaction has
+committed, so an acknowledged write survives ``kill -9``: SQLite is the truth, and the
+index is rebuilt or caught up from SQLite's change log when the writer starts again.
+The writer answers reads too (the broker sends a read to the least-loaded worker of the
+palace, the writer included), and takes the recall hits its readers counted
+(``palace_hits``) into its next write transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trusty_memory import protocol as p
+from trusty_memory.workers import bulk, maintenance
+from trusty_memory.workers.base import Job, Reply
+from trusty_memory.workers.embedding import DIM
+from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker
+from trusty_memory.workers.store import PalaceStore
+
+
+class PalaceWriter(PalaceWorker):
+    role = "writer"
+    methods = p.PALACE_METHODS
+
+    def open_store(self) -> PalaceStore:
+        return PalaceStore.open(
+            self.config.palace_dir(self.palace), self.palace, self.config.palace, dim=DIM
+        )
+
+    def run_batch(self, work: list[tuple[Job, Any]], vectors: dict[str, np.ndarray]):
+        replies: list[Reply] = []
+        remembers: list[tuple[Job, p.RememberParams, np.ndarray]] = []
+        for job, params in work:
+            if job.request.method == "memory_remember":
+                remembers.append((job, params, vectors[job.request.id]))
+            else:
+                replies.extend(self.commit_remembers(remembers))
+                remembers = []
+                replies.append(
+                    self.reply(job, lambda j=job, pr=params: self.execute(j, pr, vectors))
+                )
+        replies.extend(self.commit_remembers(remembers))
+        return replies
+
+    def commit_remembers(self, batch) -> list[Reply]:
+        """One transaction for the whole run; on failure, one at a time to find the culprit."""
+        if not batch:
+            return []
+        try:
+            results = self.store.remember_batch([(params, vec) for _, params, vec in batch])
+            seq = self.store.last_seq
+            return [
+                Reply(job.client, job.request.id, p.ok_response(job.request.id, result, seq))
+                for (job, _, _), result in zip(batch, results, strict=True)
+            ]
+        except Exception:
+            if len(batch) == 1:
+                job, params, vec = batch[0]
+                return [self.reply(job, lambda: self.store.remember_batch([(params, vec)])[0])]
+            return [r for item in batch for r in self.commit_remembers([item])]
+
+    def on_idle(self) -> None:
+        self.store.flush()
+        self.store.maybe_snapshot()
+
+
+def _take_hits(w: PalaceWriter, params: p.PalaceHitsParams) -> dict:
+    w.store.add_hits(params.hits)
+    return {}
+
+
+PalaceWriter.handlers = {
+    **READ_HANDLERS,
+    "memory_forget": lambda w, params: w.store.forget(params.drawer_id),
+    "kg_assert": lambda w, params: w.store.kg_assert(params),
+    "palace_hits": _take_hits,
+    "palace_import": lambda w, params: bulk.import_batch(w.store, params, w.embedder.encode),
+    # The dreamer's steps and the archive (``workers/maintenance.py``).
+    "dream_status": lambda w, params: w.store.info(),
+    "dream_scan": lambda w, params: maintenance.scan_duplicates(w.store, params),
+    "dream_merge": lambda w, params: maintenance.merge_groups(w.store, params),
+    "dream_decay": lambda w, params: maintenance.decay_page(w.store, params),
+    "dream_kg_decay": lambda w, params: maintenance.kg_decay_page(w.store, params),
+    "dream_finish": lambda w, params: maintenance.finish(w.store, params),
+    "archive_restore": lambda w, params: maintenance.archive_restore(w.store, params.drawer_id),
+}
