@@ -45,11 +45,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from harness import (  # bench/ is sys.path[0]: this file runs as a script
-    rss_mb,
-    summary,
-    worker_pids,
-)
+
+try:  # run as a script (bench/ is sys.path[0]) or imported as bench.scale
+    from harness import rss_mb, summary, worker_pids
+except ImportError:
+    from bench.harness import rss_mb, summary, worker_pids
 
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
