@@ -71,6 +71,9 @@ class PalaceSettings:
     # A reader catches up with other sessions' writes at most this often (0: at every
     # batch); a session's own writes are always seen (read-your-writes).
     reader_refresh_s: float = 0.0
+    # Fork palace workers from a template process that has done their imports (shared
+    # copy-on-write); false starts each one as a fresh interpreter.
+    fork_workers: bool = True
 
 
 @dataclass(frozen=True)

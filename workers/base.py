@@ -72,6 +72,10 @@ class Worker:
     def on_stop(self) -> None:
         """Called once before exit (save the index, close files)."""
 
+    def release_memory(self) -> None:
+        """Once idle after work: give memory back to the OS."""
+        release_freed_memory()
+
     def applied_seq(self) -> int | None:
         """The palace change-log seq this worker has applied, told to the broker with each
         reply and heartbeat (None: not a palace worker)."""
@@ -99,7 +103,7 @@ class Worker:
                 if now >= idle_at:
                     self.on_idle()
                     if worked:
-                        release_freed_memory()
+                        self.release_memory()
                         worked = False
                     idle_at = now + heartbeat
                 if now - self.last_sent >= heartbeat:

@@ -71,6 +71,11 @@ class PalaceWorker(Worker):
         self.log.info("palace open", seconds=round(time.monotonic() - started, 3))
         return super().run()
 
+    def release_memory(self) -> None:
+        if self.store is not None:
+            self.store.shrink_memory()  # SQLite's page cache first, then the C heap
+        super().release_memory()
+
     def applied_seq(self) -> int | None:
         return self.store.last_seq if self.store is not None else None
 

@@ -590,6 +590,13 @@ class ReadStore:
         except OSError:
             return self.description or ""
 
+    def shrink_memory(self) -> None:
+        """Free SQLite's page cache (an idle palace keeps only what it needs to answer)."""
+        try:
+            self._conn.execute("PRAGMA shrink_memory")
+        except sqlite3.Error:
+            pass
+
     def take_hits(self) -> dict[int, int]:
         """The recall hits counted since the last call (a reader hands them to the writer)."""
         hits, self._pending_hits = dict(self._pending_hits), Counter()
