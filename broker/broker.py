@@ -134,6 +134,8 @@ class Broker:
     # -- the loop ----------------------------------------------------------------
 
     def mediate(self) -> None:
+        if self.supervisor.template is not None:
+            self.supervisor.template.start()  # ready by the time a palace is first asked for
         for slot in range(self.config.embedder.pool_size):
             self.supervisor.ensure(p.EMBEDDER_SERVICE, slot)
         if self.config.dreamer.enabled:
@@ -226,7 +228,24 @@ class Broker:
         key = (pending.client, pending.rid)
         worker.inflight[key] = pending
         self.inflight[key] = (pending, worker)
-        self.backend.send_multipart([worker.identity, p.W_REQUEST, pending.client, pending.frame])
+        if not self.to_worker(worker.identity, p.W_REQUEST, pending.client, pending.frame):
+            pending.attempts -= 1  # never delivered: not a try
+            self.remove_worker(worker, crashed=True)  # gone: the request goes back in line
+
+    def to_worker(self, identity: bytes, *frames: bytes) -> bool:
+        """Send to a worker; False if it is gone (its process died, its socket closed).
+
+        ROUTER_MANDATORY makes an unroutable send raise instead of vanishing: that is how
+        the broker learns of a worker that died before the supervisor saw it exit, and
+        it must never cost the broker itself.
+        """
+        try:
+            self.backend.send_multipart([identity, *frames])
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                self.log.error("send to worker failed", error=str(exc))
+            return False
+        return True
 
     def reply(self, client: bytes, frame: bytes) -> None:
         try:
@@ -267,7 +286,7 @@ class Broker:
             if child.slot > wanted and not child.stopping:
                 child.stopping = True
                 for worker in [w for w in service.workers if w.pid == child.pid]:
-                    self.backend.send_multipart([worker.identity, p.W_DISCONNECT])
+                    self.to_worker(worker.identity, p.W_DISCONNECT)
                     self.remove_worker(worker, crashed=False)
                 if child.running:
                     child.popen.terminate()
@@ -311,6 +330,19 @@ class Broker:
                 (c.pid for c in self.supervisor.children.values() if c.service == "dreamer"),
                 None,
             ),
+            "template": self.template_status(),
+        }
+
+    def template_status(self) -> dict | None:
+        """The palace-worker template: its pid and whether it forks yet (None: off)."""
+        template = self.supervisor.template
+        if template is None:
+            return None
+        alive = template.alive()
+        return {
+            "pid": template.proc.pid if alive else None,
+            "ready": alive and template.ready,
+            "rss_mb": rss_mb(template.proc.pid) if alive else None,
         }
 
     # -- workers -----------------------------------------------------------------
@@ -327,7 +359,7 @@ class Broker:
             self.on_ready(identity, p.decode_ready(frames[2]))
         elif worker is None:
             # Majordomo: a worker we do not know must re-register.
-            self.backend.send_multipart([identity, p.W_DISCONNECT])
+            self.to_worker(identity, p.W_DISCONNECT)
         elif command == p.W_REPLY and len(frames) in (5, 6):
             self.note_seq(worker, frames[5:])
             self.on_reply(worker, frames[2], frames[3].decode(), frames[4])
@@ -348,7 +380,7 @@ class Broker:
         service = self.service(ready.service)
         if ready.role == "writer" and any(w.role == "writer" for w in service.workers):
             self.log.warning("second writer refused", service=ready.service, pid=ready.pid)
-            self.backend.send_multipart([identity, p.W_DISCONNECT])
+            self.to_worker(identity, p.W_DISCONNECT)
             return
         worker = WorkerRec(identity, ready.service, ready.role, ready.pid, time.monotonic())
         self.workers[identity] = worker
@@ -463,7 +495,9 @@ class Broker:
                 if child is not None:
                     self.supervisor.kill(worker.pid)
                 continue
-            self.backend.send_multipart([worker.identity, p.W_HEARTBEAT])
+            if not self.to_worker(worker.identity, p.W_HEARTBEAT):
+                self.log.warning("worker unreachable; presumed dead", service=worker.service)
+                self.remove_worker(worker, crashed=True)
 
     def stop_idle_palaces(self, now: float) -> None:
         idle_s = self.config.palace.idle_stop_s
@@ -479,7 +513,7 @@ class Broker:
             child = self.supervisor.by_pid(worker.pid)
             if child is not None:
                 child.stopping = True
-            self.backend.send_multipart([worker.identity, p.W_DISCONNECT])
+            self.to_worker(worker.identity, p.W_DISCONNECT)
             self.remove_worker(worker, crashed=False)
 
     def stop_workers(self, grace_s: float = 10.0) -> None:

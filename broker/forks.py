@@ -6,9 +6,12 @@
 is supervised exactly like a spawned one. Its exit code comes from the template, which
 reaps it and reports ``{"exit": pid, "code": c}`` on its stdout.
 
-If the template is gone or does not answer, ``spawn`` raises ``TemplateUnavailable`` and
-the supervisor falls back to starting the worker the ordinary way (and a new template
-next time): a broken template costs speed, never a palace.
+The broker's loop must never wait on the template: ``start`` launches it without waiting,
+``collect`` (called every housekeeping turn) reads what it said, and ``spawn`` is used
+only once it has said it is ready, after which a fork answers in milliseconds. While the
+template is starting, or if it is gone or does not answer, ``spawn`` raises
+``TemplateUnavailable`` and the supervisor starts the worker the ordinary way: a broken
+template costs speed, never a palace.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 
-SPAWN_TIMEOUT_S = 5.0
-START_TIMEOUT_S = 30.0  # the template's imports, on a busy machine
+SPAWN_TIMEOUT_S = 2.0  # a ready template forks in milliseconds
 
 
 class TemplateUnavailable(Exception):
@@ -36,15 +39,18 @@ class ForkedProcess:
         self.pid = pid
         self.returncode: int | None = None
         self._template = template
+        self._generation = template.generation
 
     def poll(self) -> int | None:
         if self.returncode is None:
             self._template.collect()
             self.returncode = self._template.exits.pop(self.pid, None)
-            orphan = self.returncode is None and not self._template.alive()
-            if orphan and not _pid_alive(self.pid):
-                # Its exit code went down with the template: report it as killed.
-                self.returncode = -signal.SIGKILL
+        orphan = self.returncode is None and (
+            self._generation != self._template.generation or not self._template.alive()
+        )
+        if orphan and not _pid_alive(self.pid):
+            # Its template died, and its exit code with it: the kernel still knows if it lives.
+            self.returncode = -signal.SIGKILL
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -70,20 +76,41 @@ class ForkedProcess:
 
 
 class Template:
-    """The template process: started on first use, restarted after it dies."""
+    """The template process: started without waiting, restarted after it dies."""
 
     def __init__(self, log) -> None:
         self.log = log
         self.proc: subprocess.Popen | None = None
+        self.generation = 0  # which template: a new one for every start
+        self.ready = False
         self.exits: dict[int, int] = {}  # pid -> exit code, reported and not yet polled
+        self._replies: deque[dict] = deque()
         self._buffer = b""
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def start(self) -> None:
+        """Launch the template if it is not running; returns at once."""
+        if self.alive():
+            return
+        self.close()
+        self.generation += 1
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trusty_memory.workers.template"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+        )
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.log.info("worker template started", template_pid=self.proc.pid)
+
     def spawn(self, argv: list[str]) -> ForkedProcess:
-        if not self.alive():
-            self._start()
+        """Fork a worker; raises ``TemplateUnavailable`` at once if the template is not ready."""
+        self.collect()
+        if not (self.ready and self.alive()):
+            self.start()
+            raise TemplateUnavailable("worker template: not ready yet")
         try:
             os.write(self.proc.stdin.fileno(), (json.dumps({"argv": argv}) + "\n").encode())
             reply = self._reply(SPAWN_TIMEOUT_S)
@@ -95,8 +122,8 @@ class Template:
         return ForkedProcess(int(reply["pid"]), self)
 
     def collect(self) -> None:
-        """Read whatever the template has said (exit reports), without waiting."""
-        while self.alive() and self._read(0):
+        """Take in whatever the template has said (ready, exit reports), without waiting."""
+        while self._read(0):
             pass
 
     def close(self) -> None:
@@ -111,42 +138,28 @@ class Template:
             for pipe in (self.proc.stdin, self.proc.stdout):
                 pipe.close()
         self.proc = None
+        self.ready = False
+        self._replies.clear()
         self._buffer = b""
 
     # -- plumbing --------------------------------------------------------------------
 
-    def _start(self) -> None:
-        self.close()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trusty_memory.workers.template"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            close_fds=True,
-        )
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        self.log.info("worker template started", template_pid=self.proc.pid)
-
     def _reply(self, timeout: float) -> dict:
-        """The next line that is not an exit report."""
+        """The template's answer to the request just written."""
         deadline = time.monotonic() + timeout
-        while True:
-            while b"\n" in self._buffer:
-                line, self._buffer = self._buffer.split(b"\n", 1)
-                message = json.loads(line)
-                if "exit" in message:
-                    self.exits[int(message["exit"])] = int(message["code"])
-                else:
-                    return message
+        while not self._replies:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self.alive():
                 raise TemplateUnavailable("no answer")
             self._read(remaining)
+        return self._replies.popleft()
 
     def _read(self, timeout: float) -> bool:
-        """Read one chunk if there is one within ``timeout``; file exit reports away."""
+        """Read one chunk if one comes within ``timeout``, and sort its lines."""
+        if self.proc is None:
+            return False
         fd = self.proc.stdout.fileno()
-        ready, _, _ = select.select([fd], [], [], timeout)
-        if not ready:
+        if not select.select([fd], [], [], timeout)[0]:
             return False
         try:
             chunk = os.read(fd, 65536)
@@ -155,10 +168,15 @@ class Template:
         if not chunk:
             return False
         self._buffer += chunk
-        while b"\n" in self._buffer and b'"exit"' in self._buffer.split(b"\n", 1)[0]:
+        while b"\n" in self._buffer:
             line, self._buffer = self._buffer.split(b"\n", 1)
             message = json.loads(line)
-            self.exits[int(message["exit"])] = int(message["code"])
+            if "exit" in message:
+                self.exits[int(message["exit"])] = int(message["code"])
+            elif "ready" in message:
+                self.ready = True
+            else:
+                self._replies.append(message)
         return True
 
 

@@ -110,6 +110,8 @@ class Supervisor:
 
     def reap(self) -> list[Child]:
         """Children that exited since the last call."""
+        if self.template is not None:
+            self.template.collect()
         gone = []
         for child in self.children.values():
             if child.popen is not None and child.popen.poll() is not None:

@@ -10,7 +10,8 @@ copy-on-write.
 
 Protocol, one JSON object per line: the supervisor writes ``{"argv": [...]}`` (the
 arguments of ``python -m trusty_memory.workers.palace``) to the template's stdin and
-reads ``{"pid": N}`` (or ``{"error": "..."}``) from its stdout; whenever a child exits,
+reads ``{"pid": N}`` (or ``{"error": "..."}``) from its stdout. The template says
+``{"ready": true}`` once its imports are done; whenever a child exits,
 the template reaps it and writes ``{"exit": PID, "code": C}`` (C negative: killed by
 signal -C, as ``subprocess`` reports it). ``broker/forks.py`` is the other end.
 
@@ -86,6 +87,7 @@ def main() -> int:
     preload()
     gc.collect()
     gc.freeze()
+    tell({"ready": True})
     pending = b""
     while os.getppid() == parent:
         ready, _, _ = select.select([0, wakeup[0]], [], [], PARENT_CHECK_S)
