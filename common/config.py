@@ -74,6 +74,8 @@ class PalaceSettings:
     # Fork palace workers from a template process that has done their imports (shared
     # copy-on-write); false starts each one as a fresh interpreter.
     fork_workers: bool = True
+    # A new writer waits this long for a predecessor that lost its broker to exit.
+    writer_lock_wait_s: float = 15.0
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,12 @@ not hold exactly the drawers SQLite holds, the index is rebuilt from the stored 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +62,34 @@ from trusty_memory.workers.store_read import (
 from trusty_memory.workers.store_schema import connect
 
 log = get_logger(__name__)
+
+
+WRITER_LOCK = "writer.lock"
+
+
+def hold_writer_lock(palace_dir: Path, name: str, wait_s: float) -> int:
+    """Become the palace's one writer: an ``flock`` on ``writer.lock``, held until close.
+
+    A writer that lost its broker (a ``kill -9`` of the daemon) lives on for up to a
+    heartbeat before it notices, and may still commit what it was doing; its replacement
+    waits here until it is gone, so two processes never write one palace at once. Returns
+    the fd to keep open; raises ``STORAGE_ERROR`` if the lock is still held after ``wait_s``.
+    """
+    fd = os.open(palace_dir / WRITER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise TrustyError(
+                    ErrorCode.STORAGE_ERROR,
+                    f"palace {name}: another process still writes it (holds"
+                    f" {palace_dir / WRITER_LOCK}) after {wait_s:.0f}s",
+                ) from None
+            time.sleep(0.02)
 
 
 @dataclass
@@ -98,6 +128,24 @@ class PalaceStore(ReadStore):
         if not exists and not create:
             raise TrustyError(ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
         palace_dir.mkdir(parents=True, exist_ok=True)
+        lock = hold_writer_lock(palace_dir, name, getattr(settings, "writer_lock_wait_s", 15.0))
+        try:
+            store = cls._open_locked(palace_dir, name, settings, dim, description)
+        except BaseException:
+            os.close(lock)
+            raise
+        store._writer_lock = lock
+        return store
+
+    @classmethod
+    def _open_locked(
+        cls,
+        palace_dir: Path,
+        name: str,
+        settings: PalaceSettings,
+        dim: int,
+        description: str | None,
+    ) -> PalaceStore:
         meta = read_meta(palace_dir)
         if meta is None:
             meta = {"name": name, "description": description, "created_at": v.now_rfc3339()}
@@ -340,6 +388,9 @@ class PalaceStore(ReadStore):
         finally:
             self._closed = True
             self.db.close()
+            lock, self._writer_lock = getattr(self, "_writer_lock", None), None
+            if lock is not None:
+                os.close(lock)
 
     def __enter__(self) -> PalaceStore:
         return self

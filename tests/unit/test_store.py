@@ -572,3 +572,23 @@ def test_kill_9_loses_no_acknowledged_write(palace_dir):
         stored = {d.drawer_id for d in s.list(ListParams(limit=1000))}
         assert set(acked) <= stored
         assert s.index.labels() == {r[0] for r in sql(palace_dir, "SELECT label FROM drawers")}
+
+
+def test_one_writer_per_palace_a_second_waits_for_the_first_to_close(palace_dir):
+    """A writer whose broker died may still commit; its replacement waits until it is gone."""
+    from dataclasses import replace
+
+    first = PalaceStore.open(palace_dir, "proj", SETTINGS)
+    quick = replace(SETTINGS, writer_lock_wait_s=0.2)
+    with pytest.raises(TrustyError, match="another process still writes it") as info:
+        PalaceStore.open(palace_dir, "proj", quick)
+    assert info.value.code == ErrorCode.STORAGE_ERROR
+    remember(first, "written by the first writer")
+    first.close()
+    second = PalaceStore.open(palace_dir, "proj", quick)
+    try:
+        assert [d.content for d in second.list(ListParams(limit=5))] == [
+            "written by the first writer"
+        ]
+    finally:
+        second.close()
