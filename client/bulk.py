@@ -96,6 +96,8 @@ class ImportSummary:
     triples_imported: int = 0
     triples_skipped: int = 0
     held_back: int = 0  # good lines not sent because their batch held a bad one
+    would_import: int = 0  # a dry run: drawers that passed validation
+    would_import_triples: int = 0
     bad: list[BadLine] = field(default_factory=list)
     error: str | None = None  # a batch the worker refused for a reason not in the lines
 
@@ -112,6 +114,8 @@ class ImportSummary:
             "triples_skipped": self.triples_skipped,
             "bad_lines": len(self.bad),
             "held_back": self.held_back,
+            "would_import": self.would_import,
+            "would_import_triples": self.would_import_triples,
             "error": self.error,
         }
 
@@ -241,6 +245,11 @@ def _flush(
     if has_bad or dry_run:
         if has_bad:
             summary.held_back += len(batch)
+        else:
+            summary.would_import += sum(isinstance(item, p.ImportDrawer) for _, item in batch)
+            summary.would_import_triples += sum(
+                isinstance(item, p.ImportTriple) for _, item in batch
+            )
         return True
     if not batch:
         return True

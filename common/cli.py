@@ -95,8 +95,9 @@ def cmd_stop(args) -> int:
 
 
 def cmd_remember(args) -> int:
+    text = sys.stdin.read().rstrip("\r\n") if args.text == "-" else args.text
     params = {
-        "text": args.text,
+        "text": text,
         "room": args.room,
         "tags": args.tag or [],
         "importance": args.importance,
@@ -142,21 +143,103 @@ def cmd_forget(args) -> int:
     return 0
 
 
-def cmd_palace(args) -> int:
+def cmd_palace_list(args) -> int:
+    names = _client().palace_list()
+    _print(args, {"palaces": names}, "\n".join(names) or "(no palaces)")
+    return 0
+
+
+def cmd_palace_create(args) -> int:
+    result = _client().palace_create(args.name, args.description)
+    _print(args, result, f"created {args.name}")
+    return 0
+
+
+def cmd_palace_info(args) -> int:
     import msgspec
 
+    info = _client().palace_info(args.name)
+    text = f"{info.name}: {info.drawer_count} drawers, {info.triple_count} triples"
+    _print(args, msgspec.to_builtins(info), f"{text}, {info.data_dir}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
     client = _client()
-    if args.action == "list":
-        names = client.palace_list()
-        _print(args, {"palaces": names}, "\n".join(names) or "(no palaces)")
-    elif args.action == "create":
-        result = client.palace_create(args.name, args.description)
-        _print(args, result, f"created {args.name}")
-    else:
-        info = client.palace_info(args.name)
-        text = f"{info.name}: {info.drawer_count} drawers, {info.triple_count} triples"
-        text += f", {info.data_dir}"
-        _print(args, msgspec.to_builtins(info), text)
+    palaces = [args.palace] if args.palace else client.palace_list()
+    for palace in palaces:
+        try:
+            data = client.call("drawer_get", {"drawer_id": args.drawer_id}, palace=palace)
+        except TrustyError as exc:
+            if exc.code == ErrorCode.DRAWER_NOT_FOUND and not args.palace:
+                continue
+            raise
+        text = "\n".join(f"{key}: {value}" for key, value in data.items() if key != "content")
+        _print(args, data, f"{text}\n\n{data['content']}")
+        return 0
+    raise TrustyError(
+        ErrorCode.DRAWER_NOT_FOUND, f"drawer not found in any palace: {args.drawer_id}"
+    )
+
+
+def cmd_kg_assert(args) -> int:
+    kw = {"confidence": args.confidence, "provenance": args.provenance}
+    data = _client().kg_assert(args.palace, args.subject, args.predicate, args.object, **kw)
+    _print(args, data, f"{data['status']}: {args.subject} {args.predicate} {args.object}")
+    return 0
+
+
+def cmd_kg_query(args) -> int:
+    import msgspec
+
+    result = _client().kg_query(args.palace, args.subject)
+    lines = [
+        f"{t.subject} {t.predicate} {t.object}  (since {t.valid_from}, confidence {t.confidence})"
+        for t in result.triples
+    ]
+    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(no facts)")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from trusty_memory.cli_admin import doctor
+    from trusty_memory.config import load_config
+
+    checks = doctor(load_config())
+    data = {"ok": all(ok for _, ok, _ in checks),
+            "checks": [{"check": n, "ok": ok, "detail": d} for n, ok, d in checks]}  # fmt: skip
+    text = "\n".join(f"{'ok  ' if ok else 'FAIL'}  {name}: {detail}" for name, ok, detail in checks)
+    _print(args, data, text)
+    return 0 if data["ok"] else 1
+
+
+def cmd_logs(args) -> int:
+    from trusty_memory.cli_admin import follow, log_path, tail
+    from trusty_memory.config import load_config
+
+    path = log_path(load_config())
+    lines = tail(path, args.lines)
+    if args.json:
+        print(json.dumps({"path": str(path), "lines": lines}, indent=2))
+        return 0
+    for line in lines:
+        print(line)
+    if args.follow:
+        sys.stdout.flush()
+        follow(path, sys.stdout)
+    elif not path.exists():
+        print(f"(no log yet at {path})", file=sys.stderr)
+    return 0
+
+
+def cmd_config_show(args) -> int:
+    from trusty_memory.cli_admin import config_dict, config_toml
+    from trusty_memory.config import load_config
+
+    config = load_config()
+    _print(args, config_dict(config), config_toml(config))
     return 0
 
 
@@ -212,6 +295,14 @@ def cmd_import(args) -> int:
         print(f"... and {len(summary.bad) - bulk.MAX_BAD_SHOWN} more bad lines", file=sys.stderr)
     if summary.error:
         print(f"import stopped: {summary.error} (re-run to resume)", file=sys.stderr)
+    if args.dry_run:
+        text = (
+            f"would import {summary.would_import} drawers and {summary.would_import_triples}"
+            f" triples; {len(summary.bad)} bad lines ({summary.held_back} good lines in"
+            " batches with them)"
+        )
+        _print(args, summary.as_dict(), text)
+        return 0 if summary.ok else 1
     text = (
         f"imported {summary.imported}, skipped {summary.skipped} existing,"
         f" {len(summary.bad)} bad lines ({summary.held_back} good lines held back with them);"
@@ -238,17 +329,9 @@ def cmd_dreamer(args) -> int:
     return run_dreamer(supervised=False, json_lines=args.json)
 
 
-def cmd_archive(args) -> int:
-    client = _client()
-    if args.action == "restore":
-        if not args.drawer_id:
-            print("trusty-memory: archive restore needs a DRAWER_ID", file=sys.stderr)
-            return 2
-        data = client.call("archive_restore", {"drawer_id": args.drawer_id}, palace=args.palace)
-        _print(args, data, f"restored {data['drawer_id']}")
-        return 0
+def cmd_archive_list(args) -> int:
     params = {"limit": args.limit, "reason": args.reason}
-    data = client.call("archive_list", params, palace=args.palace)
+    data = _client().call("archive_list", params, palace=args.palace)
     lines = []
     for d in data["drawers"]:
         why = f"merged into {d['merged_into']}" if d["reason"] == "merged" else d["reason"]
@@ -257,99 +340,143 @@ def cmd_archive(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trusty-memory", description=__doc__.split("\n")[0])
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    sub = parser.add_subparsers(dest="command", required=True)
+def cmd_archive_restore(args) -> int:
+    data = _client().call("archive_restore", {"drawer_id": args.drawer_id}, palace=args.palace)
+    _print(args, data, f"restored {data['drawer_id']}")
+    return 0
 
-    s = sub.add_parser("serve", help="MCP server on stdio (what agents spawn)")
-    s.add_argument("--palace", help="default palace; created if missing")
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are JSON too when ``--json`` was asked for."""
+
+    def error(self, message: str):  # type: ignore[override]
+        if "--json" in sys.argv[1:]:
+            print(json.dumps({"error": {"code": 2, "message": f"{self.prog}: {message}"}}))
+            raise SystemExit(2)
+        super().error(message)
+
+
+def _command(sub, name: str, fn, help: str, description: str | None = None):
+    """A subcommand; each also takes ``--json``, so it may come before or after it."""
+    parser = sub.add_parser(name, help=help, description=description or help)
+    parser.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
+    parser.set_defaults(fn=fn)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from trusty_memory import __version__
+
+    parser = _Parser(prog="trusty-memory", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--version", action="version", version=f"trusty-memory {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = _command(sub, "serve", cmd_serve, "MCP server on stdio (what agents spawn)")
+    s.add_argument("--palace", help="default palace for tools that name none; created if missing")
     s.add_argument("--http", metavar="ADDR", help="also serve MCP over HTTP at ADDR (host:port)")
     s.add_argument(
         "--allow-remote", action="store_true", help="allow --http on a non-loopback address"
     )
-    s.set_defaults(fn=cmd_serve)
 
-    sub.add_parser("daemon", help="run the broker in the foreground").set_defaults(fn=cmd_daemon)
-    sub.add_parser("status", help="is the daemon running, and what it runs").set_defaults(
-        fn=cmd_status
-    )
-    s = sub.add_parser("stop", help="stop the daemon cleanly")
-    s.add_argument("--timeout", type=float, default=15.0)
-    s.set_defaults(fn=cmd_stop)
+    _command(sub, "daemon", cmd_daemon, "run the broker in the foreground (what systemd runs)")
+    _command(sub, "status", cmd_status, "is the daemon running; its palaces and their workers")
+    s = _command(sub, "stop", cmd_stop, "stop the daemon cleanly (workers save their indexes)")
+    s.add_argument("--timeout", type=float, default=15.0, help="seconds to wait (default 15)")
 
-    s = sub.add_parser("scale", help="set how many reader processes serve a palace's reads")
-    s.add_argument("palace")
-    s.add_argument("--readers", type=int, required=True, help="readers beside the writer")
-    s.set_defaults(fn=cmd_scale)
+    s = _command(sub, "scale", cmd_scale, "set how many reader processes serve a palace's reads")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("--readers", type=int, required=True, help="readers beside the writer (0-16)")
 
-    s = sub.add_parser("remember", help="store a memory")
-    s.add_argument("palace")
-    s.add_argument("text")
-    s.add_argument("--room")
-    s.add_argument("--tag", action="append", help="repeatable")
-    s.add_argument("--importance", type=float, default=0.5)
-    s.set_defaults(fn=cmd_remember)
+    s = _command(sub, "remember", cmd_remember, "store a memory")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("text", help="what to remember, or - to read it from stdin")
+    s.add_argument("--room", help="room (default General)")
+    s.add_argument("--tag", action="append", help="a tag (repeatable)")
+    s.add_argument("--importance", type=float, default=0.5, help="0..1 (default 0.5)")
 
-    s = sub.add_parser("recall", help="search memories")
-    s.add_argument("palace")
-    s.add_argument("query")
-    s.add_argument("--top-k", type=int, default=10)
+    s = _command(sub, "recall", cmd_recall, "search memories by meaning")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("query", help="what to look for")
+    s.add_argument("--top-k", type=int, default=10, help="how many results (default 10)")
     s.add_argument("--deep", action="store_true", help="L3: exhaustive hybrid search")
-    s.set_defaults(fn=cmd_recall)
 
-    s = sub.add_parser("list", help="list drawers by importance")
-    s.add_argument("palace")
-    s.add_argument("--room")
-    s.add_argument("--tag")
-    s.add_argument("--limit", type=int, default=50)
-    s.set_defaults(fn=cmd_list)
+    s = _command(sub, "list", cmd_list, "list drawers by importance")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("--room", help="only this room")
+    s.add_argument("--tag", help="only drawers with this tag")
+    s.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
 
-    s = sub.add_parser("forget", help="delete a drawer")
-    s.add_argument("palace")
-    s.add_argument("drawer_id")
-    s.set_defaults(fn=cmd_forget)
+    s = _command(sub, "show", cmd_show, "one whole drawer by id")
+    s.add_argument("drawer_id", help="the drawer's id")
+    s.add_argument("--palace", help="the palace that holds it (default: look in every palace)")
 
-    s = sub.add_parser("export", help="write a palace as JSON lines (drawers, vectors, triples)")
-    s.add_argument("palace")
+    s = _command(sub, "forget", cmd_forget, "delete a drawer")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("drawer_id", help="the drawer's id")
+
+    kg = _command(sub, "kg", None, "the temporal knowledge graph: assert or query facts")
+    kg_sub = kg.add_subparsers(dest="kg_command", required=True, metavar="ACTION")
+    s = _command(kg_sub, "assert", cmd_kg_assert, "assert a fact (closes the one it replaces)")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("subject")
+    s.add_argument("predicate")
+    s.add_argument("object")
+    s.add_argument("--confidence", type=float, default=1.0, help="0..1 (default 1)")
+    s.add_argument("--provenance", help="where the fact comes from")
+    s = _command(kg_sub, "query", cmd_kg_query, "the facts now true of a subject")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("subject")
+
+    s = _command(
+        sub, "export", cmd_export, "write a palace as JSON lines (drawers, vectors, triples)"
+    )
+    s.add_argument("palace", help="palace name")
     s.add_argument("-o", "--output", help="file to write (default: stdout)")
     s.add_argument("--no-vectors", action="store_true", help="leave vectors out (smaller)")
-    s.set_defaults(fn=cmd_export)
 
-    s = sub.add_parser("import", help="load JSON lines into a palace (idempotent by drawer id)")
-    s.add_argument("palace")
+    s = _command(
+        sub, "import", cmd_import, "load JSON lines into a palace (idempotent by drawer id)"
+    )
+    s.add_argument("palace", help="palace name (created if missing)")
     s.add_argument("file", help="JSONL file, or - for stdin")
     s.add_argument("--batch-size", type=int, default=500, help="lines per transaction")
     s.add_argument("--dry-run", action="store_true", help="validate every line, send nothing")
-    s.set_defaults(fn=cmd_import)
 
-    s = sub.add_parser("dream", help="one dream pass now: dedup, decay, prune (see --dry-run)")
+    s = _command(sub, "dream", cmd_dream, "one dream pass now: dedup, decay, prune")
     s.add_argument("--palace", help="only this palace (default: all)")
     s.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    s.add_argument(
-        "--json", action="store_true", help="JSON-lines progress events", default=argparse.SUPPRESS
-    )
-    s.set_defaults(fn=cmd_dream)
 
-    s = sub.add_parser("dreamer", help="run the dreamer process in the foreground")
-    s.add_argument(
-        "--json", action="store_true", help="JSON-lines events on stdout", default=argparse.SUPPRESS
-    )
-    s.set_defaults(fn=cmd_dreamer)
+    _command(sub, "dreamer", cmd_dreamer, "run the dreamer process in the foreground")
 
-    s = sub.add_parser("archive", help="drawers the dreamer pruned or merged: list, restore")
-    s.add_argument("action", choices=["list", "restore"])
-    s.add_argument("palace")
-    s.add_argument("drawer_id", nargs="?")
-    s.add_argument("--reason", choices=["pruned", "merged"])
-    s.add_argument("--limit", type=int, default=50)
-    s.set_defaults(fn=cmd_archive)
+    archive = _command(sub, "archive", None, "drawers the dreamer pruned or merged")
+    archive_sub = archive.add_subparsers(dest="archive_command", required=True, metavar="ACTION")
+    s = _command(archive_sub, "list", cmd_archive_list, "archived drawers, oldest first")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("--reason", choices=["pruned", "merged"], help="only this kind")
+    s.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    s = _command(archive_sub, "restore", cmd_archive_restore, "put an archived drawer back")
+    s.add_argument("palace", help="palace name")
+    s.add_argument("drawer_id", help="the archived drawer's id")
 
-    s = sub.add_parser("palace", help="list, create or inspect palaces")
-    s.add_argument("action", choices=["list", "create", "info"])
-    s.add_argument("name", nargs="?")
-    s.add_argument("--description")
-    s.set_defaults(fn=cmd_palace)
+    palace = _command(sub, "palace", None, "list, create or inspect palaces")
+    palace_sub = palace.add_subparsers(dest="palace_command", required=True, metavar="ACTION")
+    _command(palace_sub, "list", cmd_palace_list, "every palace in the home")
+    s = _command(palace_sub, "create", cmd_palace_create, "create a palace")
+    s.add_argument("name", help="letters, digits, '-', '_' and '.' (not first), up to 64")
+    s.add_argument("--description", help="what it is for (its L0 identity)")
+    s = _command(palace_sub, "info", cmd_palace_info, "counts, places and the dreamer's work")
+    s.add_argument("name", help="palace name")
+
+    _command(sub, "doctor", cmd_doctor, "check the install, model cache, daemon and home")
+    s = _command(sub, "logs", cmd_logs, "the daemon's log (JSON lines)")
+    s.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")
+    s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    config = _command(sub, "config", None, "the effective configuration")
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    _command(config_sub, "show", cmd_config_show, "file, environment and defaults, merged")
     return parser
 
 
@@ -357,16 +484,16 @@ def main(argv: list[str] | None = None) -> int:
     from trusty_memory.home import make_private
 
     make_private()  # exports, logs and a daemon this command starts: the user's alone
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "action", None) in ("create", "info") and not args.name:
-        parser.error(f"palace {args.action} needs a NAME")
+    args = build_parser().parse_args(argv)
     from trusty_memory.protocol import TrustyError
 
     try:
         return args.fn(args)
     except TrustyError as exc:
-        print(f"trusty-memory: error {int(exc.code)}: {exc.message}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": {"code": int(exc.code), "message": exc.message}}))
+        else:
+            print(f"trusty-memory: error {int(exc.code)}: {exc.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

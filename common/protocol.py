@@ -268,6 +268,10 @@ class ImportParams(msgspec.Struct, kw_only=True):
     triples: list[ImportTriple] = []
 
 
+class DrawerGetParams(msgspec.Struct, kw_only=True):
+    drawer_id: str
+
+
 class ExportParams(msgspec.Struct, kw_only=True):
     """A page of ``kind`` ("drawers" or "triples") with cursor (label / triple id) > ``after``."""
 
@@ -314,6 +318,21 @@ class DrawerSummary(msgspec.Struct, kw_only=True):
     tags: list[str]
     created_at: str
     room: str = "General"
+
+
+class DrawerDetail(msgspec.Struct, kw_only=True):
+    """A whole drawer (``drawer_get``): everything stored with it but its vector."""
+
+    drawer_id: str
+    palace: str
+    content: str
+    room: str
+    tags: list[str]
+    importance: float
+    base_importance: float | None
+    created_at: str
+    hits: int
+    metadata: dict | None = None
 
 
 class ListResult(msgspec.Struct, kw_only=True):
@@ -552,6 +571,7 @@ PALACE_READ_METHODS = frozenset(
         "palace_info",
         "palace_export",
         "archive_list",
+        "drawer_get",
         "noop",
     }
 )
@@ -573,6 +593,7 @@ PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "noop": PalaceParams,
     "palace_import": ImportParams,
     "palace_export": ExportParams,
+    "drawer_get": DrawerGetParams,
     "embed": EmbedParams,
     "dream_status": PalaceParams,
     "dream_scan": DreamScanParams,

@@ -197,6 +197,7 @@ class PalaceWorker(Worker):
 READ_HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
     "memory_list": lambda w, params: p.ListResult(palace=w.palace, drawers=w.store.list(params)),
     "kg_query": lambda w, params: w.store.kg_query(params.subject),
+    "drawer_get": lambda w, params: w.store.get(params.drawer_id),
     "palace_info": lambda w, params: w.store.info(),
     "noop": lambda w, params: {},
     "palace_export": lambda w, params: bulk.export_page(w.store, params),

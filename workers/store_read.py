@@ -28,9 +28,11 @@ scaled so that ranking first in both lists is 1.0 (first in one list only is 0.5
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sqlite3
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ from trusty_memory import names
 from trusty_memory.config import PalaceSettings
 from trusty_memory.logs import get_logger
 from trusty_memory.protocol import (
+    DrawerDetail,
     DrawerSummary,
     ErrorCode,
     KgQueryResult,
@@ -537,6 +540,39 @@ class ReadStore:
             )
             for r in self._conn.execute(sql, args)
         ]
+
+    @storage_errors
+    def get(self, drawer_id: str) -> DrawerDetail:
+        """One whole drawer by id (any spelling of its UUID)."""
+        v.check_nonempty(drawer_id, "drawer_id")
+        with contextlib.suppress(ValueError):
+            drawer_id = str(uuid.UUID(drawer_id))
+        row = self._conn.execute(
+            "SELECT id, content, room, tags, importance, base_importance, created_at, hits,"
+            " metadata, label FROM drawers WHERE id = ?",
+            (drawer_id,),
+        ).fetchone()
+        if row is None:
+            archived = self._conn.execute(
+                "SELECT reason, merged_into FROM archive WHERE id = ?", (drawer_id,)
+            ).fetchone()
+            why = ""
+            if archived is not None:
+                why = f" (in the archive: {archived[0]}"
+                why += f" into {archived[1]})" if archived[1] else ")"
+            raise TrustyError(ErrorCode.DRAWER_NOT_FOUND, f"drawer not found: {drawer_id}{why}")
+        return DrawerDetail(
+            drawer_id=row[0],
+            palace=self.name,
+            content=row[1],
+            room=row[2],
+            tags=json.loads(row[3]),
+            importance=row[4],
+            base_importance=row[5],
+            created_at=row[6],
+            hits=row[7] + self._pending_hits.get(row[9], 0),
+            metadata=json.loads(row[8]) if row[8] else None,
+        )
 
     @storage_errors
     def kg_query(self, subject: str) -> KgQueryResult:

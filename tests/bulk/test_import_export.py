@@ -193,6 +193,10 @@ def test_export_without_vectors_and_dry_run(client, daemon, tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [drawer_line(300 + i) for i in range(4)])
     done = cli(daemon, "--json", "import", "dry", str(path), "--dry-run")
     assert done.returncode == 0 and json.loads(done.stdout)["imported"] == 0
+    assert json.loads(done.stdout)["would_import"] == 4
+    said = cli(daemon, "import", "dry", str(path), "--dry-run").stdout.decode()
+    assert said.startswith("would import 4 drawers")
+    assert "dry" not in client.palace_list()  # a dry run creates nothing
     assert cli(daemon, "import", "slim", str(path)).returncode == 0
     done = cli(daemon, "export", "slim", "--no-vectors")
     assert done.returncode == 0, done.stderr
