@@ -703,6 +703,8 @@ def mechanical(i: int, text: str) -> list[tuple[str, str, str]]:
         (bare.upper() if len(text) < 40 else text.lower().rstrip("."), "casing"),
     ]
     picked = [rewrites[i % 4], rewrites[4 + i % 2]]
+    if picked[0][0] == text:  # a note already in lower case has no casing twin
+        picked[0] = rewrites[(i + 1) % 4]
     return [(b, S, kind) for b, kind in picked]
 
 
