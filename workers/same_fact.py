@@ -506,6 +506,16 @@ def features(text: str) -> Features:
 # -- deciding --------------------------------------------------------------------------
 
 
+def wording_key(text: str) -> str:
+    """The text with whitespace, punctuation and case removed.
+
+    Two texts with the same key are one wording written two ways ("Deploys on Tuesday."
+    and "deploys on tuesday"): a merge keeps only the newest. Texts with different keys
+    are different wordings, and a merge keeps each of them.
+    """
+    return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text).casefold())
+
+
 def same_fact(a: str, b: str) -> Verdict:
     """Whether texts ``a`` and ``b`` state the same thing (see the module doc)."""
     fa, fb = features(a), features(b)
