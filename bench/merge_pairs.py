@@ -23,16 +23,33 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from trusty_memory.workers.same_fact import same_fact
+
+if TYPE_CHECKING:
+    from trusty_memory.client.sync import Client
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "dreamer" / "data"
 SETS = {"labelled": "merge_pairs.jsonl", "held_out": "merge_pairs_heldout.jsonl"}
 THRESHOLD = 0.95
 
 Encode = Callable[[list[str]], np.ndarray]
+
+
+def daemon_encode(client: Client, batch: int = 128) -> Encode:
+    """An ``Encode`` through a running daemon's embedder: the very model the product uses."""
+
+    def encode(texts: list[str]) -> np.ndarray:
+        blocks = []
+        for start in range(0, len(texts), batch):
+            data = client.call("embed", {"texts": texts[start : start + batch]}, timeout=300)
+            blocks.append(np.frombuffer(data["vectors"], dtype=np.float32).reshape(-1, data["dim"]))
+        return np.vstack(blocks)
+
+    return encode
 
 
 def load(name: str) -> list[dict]:
@@ -97,6 +114,17 @@ def run(encode: Encode, threshold: float = THRESHOLD) -> dict[str, dict]:
     return out
 
 
+def summary_line(name: str, r: dict) -> str:
+    """One line of figures for a set, as both benchmarks print it."""
+    alone = r["cosine_alone"]
+    return (
+        f"{name}: {r['pairs']} pairs ({r['same']} same, {r['different']} different):"
+        f" merged {r['merged']}, precision {r['precision']:.4f}, recall {r['recall']:.4f};"
+        f" cosine alone: merged {alone['merged']}, precision {alone['precision']:.4f},"
+        f" recall {alone['recall']:.4f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threshold", type=float, default=THRESHOLD)
@@ -111,13 +139,7 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     for name, r in result.items():
-        alone = r["cosine_alone"]
-        print(
-            f"{name:9s} {r['pairs']} pairs ({r['same']} same, {r['different']} different):"
-            f" merged {r['merged']}, precision {r['precision']:.4f}, recall {r['recall']:.4f};"
-            f" cosine alone: merged {alone['merged']}, precision {alone['precision']:.4f},"
-            f" recall {alone['recall']:.4f}"
-        )
+        print(summary_line(name, r))
         for pair in r["wrong_merges"]:
             print(
                 f"    wrong merge ({pair['kind']}, {pair['cosine']}): {pair['a']!r} / {pair['b']!r}"
