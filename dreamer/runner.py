@@ -155,7 +155,9 @@ class DreamPass:
                 for merged in action.merged:
                     reason = f"same fact, cosine >= {action.min_similarity:.3f}"
                     if action.content is not None:
-                        reason += "; the survivor's text becomes the merged wording"
+                        text = action.content.replace("\n", " / ")
+                        text = text if len(text) <= 80 else text[:77] + "..."
+                        reason += f"; the survivor's text becomes {text!r}"
                     self.emit(
                         ev.recommendation(self.palace, merged, "merge", reason, into=action.keep)
                     )

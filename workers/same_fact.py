@@ -121,8 +121,9 @@ POLARITY: dict[str, tuple[str, int]] = {
     for word in words.split()
 }
 MODALS = frozenset(_split("must should may might can could would shall"))
+# "will" is not here: it stays a content word, so "we deploy" and "we will deploy" differ.
 TENSES = {"is": "present", "are": "present", "am": "present", "was": "past", "were": "past"}
-TENSES.update({"did": "past", "will": "future"})
+TENSES["did"] = "past"
 
 STOPWORDS = frozenset(
     _split("""a an the this that these those it its itself is are am was were be been being
@@ -275,7 +276,8 @@ _SENTENCE_END = (".", "!", "?", ":", ";")
 
 @dataclass(frozen=True)
 class Token:
-    """One meaningful token: ``kind`` is a fact kind, ``word``, ``neg``, ``polar``, ``modal``."""
+    """One token: ``kind`` is a fact kind, ``word``, ``neg``, ``polar``, ``modal`` or ``stop``
+    (a function word: only its tense is kept)."""
 
     kind: str
     key: str  # what is compared
@@ -419,7 +421,9 @@ def _words(chunk: str, lower: str) -> list[Token]:
 
 
 def _word(lower: str, shown: str) -> Token:
-    """Classify one word: negation, polarity, modal, number word, date word or content."""
+    """Classify one word: function word, negation, polarity, modal, number, date or content."""
+    if lower in STOPWORDS:
+        return Token("stop", lower, shown)
     if lower in NEGATIONS:
         return Token("neg", "not", shown)
     if lower in POLARITY:
@@ -431,14 +435,15 @@ def _word(lower: str, shown: str) -> Token:
         return Token("number", NUMBER_WORDS[lower], shown)
     if lower in MONTHS:
         return Token("date", f"month:{MONTHS[lower]}", shown)
-    if lower.rstrip("s") in WEEKDAYS or lower in WEEKDAYS:
-        return Token("date", f"weekday:{WEEKDAYS.get(lower) or WEEKDAYS[lower.rstrip('s')]}", shown)
+    day = lower if lower in WEEKDAYS else lower.rstrip("s")  # Tuesdays = Tuesday
+    if day in WEEKDAYS:
+        return Token("date", f"weekday:{WEEKDAYS[day]}", shown)
     if lower in RELATIVE_DAYS:
         return Token("date", lower, shown)
-    return Token("word", _name_key(lower), shown)
+    return Token("word", _word_key(lower), shown)
 
 
-def _name_key(word: str) -> str:
+def _word_key(word: str) -> str:
     return _stem(SYNONYMS.get(word, word))
 
 
@@ -488,14 +493,11 @@ def features(text: str) -> Features:
             else:
                 found, skip = _classify(chunk, lower, following)
             for token in found:
-                if token.kind == "word" and token.key in STOPWORDS:
-                    if token.key in TENSES:
-                        tenses.add(TENSES[token.key])
-                    continue
-                if token.kind == "modal" and token.key in TENSES:
+                if token.kind != "stop":
+                    tokens.append(token)
+                elif token.key in TENSES:
                     tenses.add(TENSES[token.key])
-                tokens.append(token)
-            found_words = [_name_key(w) for w in re.findall(r"[^\W\d_]+", lower)]
+            found_words = [_word_key(w) for w in re.findall(r"[^\W\d_]+", lower)]
             words.update(found_words)
             if not starts_sentence and chunk[:1].isupper() and chunk[1:2].isalpha():
                 names.update(found_words[:1])
