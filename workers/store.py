@@ -266,11 +266,8 @@ class PalaceStore:
     def catch_up(self) -> int:
         """Apply change-log entries newer than the index; returns how many were read.
 
-        Idempotent: labels are never reused for another drawer, so the net effect per label
-        is its last op; an add whose drawer has since been deleted is skipped (its delete
-        follows). A delete followed by an add of the same label is a replaced vector (a
-        dream merge rewrote the survivor's text): the old vector goes, the add puts SQLite's
-        current one back under the same label.
+        Idempotent: labels are never reused, so the net effect per label is its last op;
+        an add whose drawer has since been deleted is skipped (its delete follows).
         """
         rows = self._conn.execute(
             "SELECT seq, op, label FROM changes WHERE seq > ? ORDER BY seq", (self._applied_seq,)
@@ -278,8 +275,9 @@ class PalaceStore:
         if not rows:
             return 0
         last_op = {label: op for _, op, label in rows}
-        for label in {label for _, op, label in rows if op == "delete"}:
-            self.index.delete(label)
+        for label, op in last_op.items():
+            if op == "delete":
+                self.index.delete(label)
         adds = [label for label, op in last_op.items() if op == "add"]
         for start in range(0, len(adds), REBUILD_CHUNK):
             found, matrix = self.vectors_for(adds[start : start + REBUILD_CHUNK])

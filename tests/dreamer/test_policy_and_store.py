@@ -75,6 +75,20 @@ def rows(store: PalaceStore, sql: str, *args):
         conn.close()
 
 
+def assert_in_step(store: PalaceStore) -> None:
+    """The writer's in-memory label sets and its index agree with SQLite."""
+    labels = {r[0] for r in rows(store, "SELECT label FROM drawers")}
+    assert store._labels == labels == store.index.labels()
+    by_tag: dict[str, set[int]] = {}
+    for tag, label in rows(store, "SELECT tag, label FROM drawer_tags"):
+        by_tag.setdefault(tag, set()).add(label)
+    assert {t: ls for t, ls in store._tag_labels.items() if ls} == by_tag
+    by_room: dict[str, set[int]] = {}
+    for room, label in rows(store, "SELECT room, label FROM drawers"):
+        by_room.setdefault(room, set()).add(label)
+    assert {r: ls for r, ls in store._room_labels.items() if ls} == by_room
+
+
 # -- the formulas ----------------------------------------------------------------------
 
 
@@ -184,11 +198,11 @@ def test_a_failing_merge_leaves_no_half_merged_drawer(store, monkeypatch):
     ids = [put(store, text, near(base, 0.99, text)) for text in texts]
     calls = []
 
-    def crash(conn, row, reason, merged_into):
+    def crash(conn, row, reason, merged_into, **kwargs):
         calls.append(row.id)
         if len(calls) == 2:
             raise RuntimeError("power cut")
-        real_archive(conn, row, reason, merged_into)
+        real_archive(conn, row, reason, merged_into, **kwargs)
 
     real_archive = m._archive
     monkeypatch.setattr(m, "_archive", crash)
@@ -227,18 +241,25 @@ def test_the_survivor_takes_the_newest_wording_when_texts_differ_only_in_punctua
                created_at="2025-01-01T00:00:00Z")  # fmt: skip
     newer = put(store, "Staging DB is on port 5433.", near(base, 0.99, "n"), tags=["ops"],
                 importance=0.3, created_at="2025-03-01T00:00:00Z")  # fmt: skip
+    [(newer_vector,)] = rows(store, "SELECT vector FROM drawers WHERE id = ?", newer)
     embed = Embed()
     preview = merge(store, [[keep, newer]], embed, dry_run=True)
     assert preview.actions[0].content == "Staging DB is on port 5433." and embed.calls == []
     result = merge(store, [[keep, newer]], embed)
     assert [(x.keep, x.merged) for x in result.actions] == [(keep, [newer])]
-    assert embed.calls == [["Staging DB is on port 5433."]]
-    [(content, content_hash, tags, importance, created_at)] = rows(
+    assert embed.calls == []  # the newest wording brings the vector made for it
+    [(label, content, content_hash, vector, tags, importance, created_at)] = rows(
         store,
-        "SELECT content, content_hash, tags, importance, created_at FROM drawers WHERE id = ?",
+        "SELECT label, content, content_hash, vector, tags, importance, created_at FROM drawers"
+        " WHERE id = ?",
         keep,
     )
-    assert content == "Staging DB is on port 5433."
+    assert content == "Staging DB is on port 5433." and vector == newer_vector
+    found = np.frombuffer(newer_vector, dtype="<f4")
+    assert store.index.search(found, 1) == [(label, pytest.approx(1.0, abs=1e-5))]
+    assert_in_step(store)
+    for tag in ("db", "ops"):  # the survivor moved to the newer drawer's row, tags and all
+        assert [h.drawer_id for h in store.recall("x", found, tag=tag, top_k=1)] == [keep]
     assert content_hash == hashlib.sha256(content.encode()).hexdigest()
     assert json.loads(tags) == ["db", "ops"] and importance == 0.9
     assert created_at == "2025-01-01T00:00:00Z"  # the earliest
@@ -252,9 +273,10 @@ def test_the_survivor_keeps_both_wordings_and_its_vector_follows_the_new_text(st
                 created_at="2025-02-01T00:00:00Z")  # fmt: skip
     filler = [put(store, f"filler note {i}", unit(f"f{i}")) for i in range(20)]
     store.maybe_snapshot(force=True)  # the index on disk predates the merge
-    result = merge(store, [[keep, newer]])
+    embed = Embed()
+    result = merge(store, [[keep, newer]], embed)
     merged = "On Tuesdays, deploys to production happen.\nDeploys to production happen on Tuesdays."
-    assert result.actions[0].content == merged
+    assert result.actions[0].content == merged and embed.calls == [[merged]]
     [(content, vector)] = rows(store, "SELECT content, vector FROM drawers WHERE id = ?", keep)
     assert content == merged
     assert np.allclose(np.frombuffer(vector, dtype="<f4"), unit(merged), atol=1e-6)
@@ -262,7 +284,7 @@ def test_the_survivor_keeps_both_wordings_and_its_vector_follows_the_new_text(st
     [(label,)] = rows(store, "SELECT label FROM drawers WHERE id = ?", keep)
     assert store.index.search(unit(merged), 1) == [(label, pytest.approx(1.0, abs=1e-5))]
     assert store.index.search(base, 1)[0][1] < 0.5
-    assert store.index.labels() == {r[0] for r in rows(store, "SELECT label FROM drawers")}
+    assert_in_step(store)
     # Recall and full-text search see the new text.
     assert store.recall("x", unit(merged), top_k=1)[0].content == merged
     assert [h.drawer_id for h in store.recall("happen Tuesdays", unit("q"), deep=True)][:1] == [
@@ -299,6 +321,7 @@ def test_restore_brings_a_merged_drawer_back_after_the_survivor_was_rewritten(st
     assert survivor == "Alice owns the billing service.\nThe billing service: Alice owns it."
     assert store.info().drawer_count == store.info().index_count == 2
     assert store.recall("x", np.frombuffer(old_vector, dtype="<f4"), top_k=1)[0].drawer_id == gone
+    assert_in_step(store)
 
 
 def test_write_time_dedup_is_exact_text_only(store):
