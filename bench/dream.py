@@ -12,8 +12,14 @@ The corpus: sentence ``i`` draws each of five word slots from a list of its own,
 lengths pairwise coprime, so two sentences share at most three slots and no two base
 sentences are near-duplicates of each other. 5% of them get a planted twin made by one of
 a few light rewrites (case, punctuation, a filler word, a prefix); some rewrites land
-below the 0.95 threshold, which is what recall measures. A merge counts as correct when it
-joins a planted pair; precision is correct merges over all merges.
+below the 0.95 threshold, and two of them add a word ("the old printer", "over in
+Berlin") that the same-fact rule refuses by design (an added word may be an added fact):
+recall counts both as misses. A merge counts as correct when it joins a planted pair;
+precision is correct merges over all merges.
+
+Beside them, the merge decision (cosine >= the threshold AND ``same_fact``) on the
+labelled pairs of ``tests/dreamer/data``, embedded by the same daemon: precision and
+recall on the set the rule was tuned on and on the held-out set (``bench/merge_pairs.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import threading
 import time
 import uuid
 
+from bench import merge_pairs
 from bench.harness import pct, running_daemon, summary
 from trusty_memory.client.sync import Client
 from trusty_memory.dreamer.runner import DreamPass
@@ -230,6 +237,8 @@ def run(n: int, dup_fraction: float, idle_queries: int) -> dict:
         merges = merged_pairs(client, "dream")
         correct = sum(1 for pair in merges if pair in planted)
         info = client.palace_info("dream")
+        threshold = config.dreamer.duplicate_threshold
+        labelled = merge_pairs.run(merge_pairs.daemon_encode(client), threshold)
         client.close()
     return {
         "drawers": len(drawers),
@@ -248,6 +257,8 @@ def run(n: int, dup_fraction: float, idle_queries: int) -> dict:
         "recall_during_pass": summary(during),
         "p99_ratio_during_vs_idle": round(pct(during, 0.99) / pct(idle, 0.99), 2),
         "slowest_batch_ms": {k: round(v, 1) for k, v in report.slowest_ms.items()},
+        "distinct_pairs_kept": report.distinct_pairs,
+        "merge_decision_labelled_pairs": labelled,
     }
 
 
@@ -262,8 +273,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
+    labelled = result.pop("merge_decision_labelled_pairs")
     for key, value in result.items():
         print(f"{key:28s} {value}")
+    print("merge decision on labelled pairs (cosine >= threshold AND same_fact):")
+    for name, r in labelled.items():
+        print("  " + merge_pairs.summary_line(name, r))
+        for pair in r["wrong_merges"]:
+            print(f"    wrong merge ({pair['kind']}): {pair['a']!r} / {pair['b']!r}")
 
 
 if __name__ == "__main__":

@@ -431,11 +431,22 @@ class DuplicatePair(msgspec.Struct, kw_only=True, array_like=True):
     exact: bool
 
 
+class DistinctPair(msgspec.Struct, kw_only=True, array_like=True):
+    """Two drawers close in meaning that are NOT duplicates, and why (``same_fact``)."""
+
+    a: str
+    b: str
+    similarity: float
+    reason: str  # e.g. "numbers differ: 100 vs 1000"
+
+
 class DreamScanResult(msgspec.Struct, kw_only=True):
     pairs: list[DuplicatePair]
     scanned: int
     total: int  # drawers in the palace, for progress
     next_after: int | None = None  # None: the scan is complete
+    # Pairs above the threshold, same room and metadata, that state different facts.
+    distinct: list[DistinctPair] = []
 
 
 class DreamMergeParams(msgspec.Struct, kw_only=True):
@@ -450,12 +461,14 @@ class MergeAction(msgspec.Struct, kw_only=True):
     keep: str
     merged: list[str]
     min_similarity: float
+    content: str | None = None  # the survivor's new text, when the merge changes it
 
 
 class DreamMergeResult(msgspec.Struct, kw_only=True):
     actions: list[MergeAction]
     merged: int  # drawers merged away (archived with reason "merged")
-    skipped: int  # proposed members left alone: gone, other room/metadata, not similar
+    skipped: int  # proposed members left alone: gone, other room/metadata, not the same fact
+    distinct: list[DistinctPair] = []  # (survivor, member) pairs left alone, and why
 
 
 class DreamDecayParams(msgspec.Struct, kw_only=True):

@@ -1,5 +1,9 @@
 """One dream pass over one palace: scan -> merge -> decay/prune -> KG -> finish.
 
+The scan proposes pairs that are close in meaning AND state the same fact; pairs that are
+close but state different facts (``workers/same_fact.py``) are reported after the merge
+as ``keep`` recommendations with the reason ("numbers differ: 100 vs 1000").
+
 Preview and apply are the same pass: with ``dry_run`` every request carries
 ``dry_run=True`` and the writer computes exactly what it would do without writing (as in
 Engram's ``consolidate_preview`` / ``consolidate_apply``). The preview's decay counts
@@ -41,6 +45,7 @@ class PassReport:
     archived: int = 0
     kg_decayed: int = 0
     duplicate_pairs: int = 0
+    distinct_pairs: int = 0  # close in meaning, but stating different facts: kept apart
     truncated: bool = False
     duration_s: float = 0.0
     slowest_ms: dict[str, float] = field(default_factory=dict)  # per method
@@ -55,6 +60,7 @@ class PassReport:
             "archived": self.archived,
             "kg_decayed": self.kg_decayed,
             "duplicate_pairs": self.duplicate_pairs,
+            "distinct_pairs": self.distinct_pairs,
             "truncated": self.truncated,
             "duration_secs": round(self.duration_s, 3),
         }
@@ -82,6 +88,8 @@ class DreamPass:
         self.should_stop = should_stop
         self.now = now
         self.report = PassReport(palace, dry_run)
+        self.distinct: dict[tuple[str, str], p.DistinctPair] = {}
+        self.merged_ids: set[str] = set()
         self.deadline = 0.0
 
     def run(self) -> PassReport:
@@ -90,6 +98,7 @@ class DreamPass:
         try:
             groups = planner.group_pairs(self.scan())
             self.merge(groups)
+            self.keep_distinct()
             self.decay()
             if self.s.kg_decay:
                 self.kg_decay()
@@ -122,6 +131,8 @@ class DreamPass:
             page = p.convert(data, p.DreamScanResult)
             for pair in page.pairs:
                 pairs[(pair.a, pair.b)] = pair
+            for other in page.distinct:
+                self.distinct[(other.a, other.b)] = other
             scanned += page.scanned
             after = page.next_after
             self.emit(ev.progress(self.palace, "scan", _percent(scanned, page.total, after)))
@@ -140,13 +151,36 @@ class DreamPass:
             result = p.convert(data, p.DreamMergeResult)
             self.report.merged += result.merged
             for action in result.actions:
+                self.merged_ids.update(action.merged)
                 for merged in action.merged:
-                    reason = f"duplicate, cosine >= {action.min_similarity:.3f}"
+                    reason = f"same fact, cosine >= {action.min_similarity:.3f}"
+                    if action.content is not None:
+                        text = action.content.replace("\n", " / ")
+                        text = text if len(text) <= 80 else text[:77] + "..."
+                        reason += f"; the survivor's text becomes {text!r}"
                     self.emit(
                         ev.recommendation(self.palace, merged, "merge", reason, into=action.keep)
                     )
+            for other in result.distinct:
+                self.distinct[(other.a, other.b)] = other
             self.emit(ev.progress(self.palace, "merge", 100.0 * done / len(batches)))
         self.emit(ev.metric(self.palace, "merged", self.report.merged))
+
+    def keep_distinct(self) -> None:
+        """Say which close pairs stay apart, and why (after the merges, which matter more).
+
+        A pair one of whose drawers was merged away in this pass is not mentioned.
+        """
+        kept = [
+            pair
+            for pair in self.distinct.values()
+            if pair.a not in self.merged_ids and pair.b not in self.merged_ids
+        ]
+        self.report.distinct_pairs = len(kept)
+        for pair in kept:
+            reason = f"not a duplicate of {pair.b}: cosine {pair.similarity:.3f}, but {pair.reason}"
+            self.emit(ev.recommendation(self.palace, pair.a, "keep", reason, beside=pair.b))
+        self.emit(ev.metric(self.palace, "distinct_pairs", len(kept)))
 
     def decay(self) -> None:
         after = 0

@@ -240,17 +240,16 @@ class ReadStore:
         """Apply change-log entries newer than the index; returns how many were read.
 
         Idempotent: labels are never reused, so the net effect per label is its last op;
-        an add whose drawer has since been deleted is skipped (its delete follows). A
-        drawer changed in place (new tags or text, see ``log_update``) is logged as a
-        delete followed by an add of the same label: its vector is replaced.
+        an add whose drawer has since been deleted is skipped (its delete follows), and an
+        add of a label the index holds (a drawer changed in place, ``log_update``) too.
         """
         rows = self._changes_since(self._applied_seq)
         if not rows:
             return 0
         last_op = {label: op for _, op, label in rows}
-        deleted = {label for _, op, label in rows if op == "delete"}
-        for label in deleted:
-            self.index.delete(label)
+        for label, op in last_op.items():
+            if op == "delete":
+                self.index.delete(label)
         adds = [label for label, op in last_op.items() if op == "add"]
         for start in range(0, len(adds), REBUILD_CHUNK):
             found, matrix = self.vectors_for(adds[start : start + REBUILD_CHUNK])

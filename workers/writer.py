@@ -83,7 +83,7 @@ PalaceWriter.handlers = {
     # The dreamer's steps and the archive (``workers/maintenance.py``).
     "dream_status": lambda w, params: w.store.info(),
     "dream_scan": lambda w, params: maintenance.scan_duplicates(w.store, params),
-    "dream_merge": lambda w, params: maintenance.merge_groups(w.store, params),
+    "dream_merge": lambda w, params: maintenance.merge_groups(w.store, params, w.embedder.encode),
     "dream_decay": lambda w, params: maintenance.decay_page(w.store, params),
     "dream_kg_decay": lambda w, params: maintenance.kg_decay_page(w.store, params),
     "dream_finish": lambda w, params: maintenance.finish(w.store, params),

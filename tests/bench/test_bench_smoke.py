@@ -58,9 +58,14 @@ def test_dream_bench_smoke():
     done = run_bench("-m", "bench.dream", "--drawers", "400", "--idle-queries", "20", "--json")
     r = json.loads(done.stdout)
     assert r["planted_pairs"] == 20
-    assert r["precision"] >= 0.9 and r["recall"] > 0.5, r
+    # Two of the five rewrites add a word, which the same-fact rule refuses: recall <= 0.6.
+    assert r["precision"] >= 0.9 and 0.4 < r["recall"] <= 0.6, r
     assert r["drawers_after"] == r["drawers"] - r["merged"] == r["index_after"]
     assert r["recall_during_pass"]["n"] > 0
+    labelled = r["merge_decision_labelled_pairs"]
+    assert set(labelled) == {"labelled", "held_out"}
+    for name, m in labelled.items():
+        assert m["precision"] >= 0.995 and m["recall"] > 0.8 and m["wrong_merges"] == [], name
 
 
 def test_locomo_bench_smoke(tmp_path):

@@ -8,6 +8,7 @@ plumbing with the real model.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import sqlite3
 from pathlib import Path
@@ -20,6 +21,7 @@ from trusty_memory.config import PalaceSettings
 from trusty_memory.dreamer.planner import group_pairs
 from trusty_memory.workers import maintenance as m
 from trusty_memory.workers.store import PalaceStore
+from trusty_memory.workers.store_read import ReadStore
 
 DIM = 384
 SETTINGS = PalaceSettings(ef_construction=64, hnsw_m=12, index_save_every=10)
@@ -37,6 +39,21 @@ def near(v: np.ndarray, cosine: float, seed: str) -> np.ndarray:
     noise -= (noise @ v) * v
     noise /= np.linalg.norm(noise)
     return (cosine * v + math.sqrt(1 - cosine**2) * noise).astype(np.float32)
+
+
+class Embed:
+    """The writer's ``embed`` for these tests: the hashed unit vector of each text."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return np.stack([unit(t) for t in texts])
+
+
+def merge(store: PalaceStore, groups: list[list[str]], embed=None, **params):
+    return m.merge_groups(store, p.DreamMergeParams(groups=groups, **params), embed or Embed())
 
 
 def put(store: PalaceStore, text: str, vec: np.ndarray, **fields) -> str:
@@ -57,6 +74,20 @@ def rows(store: PalaceStore, sql: str, *args):
         return conn.execute(sql, args).fetchall()
     finally:
         conn.close()
+
+
+def assert_in_step(store: PalaceStore) -> None:
+    """The writer's in-memory label sets and its index agree with SQLite."""
+    labels = {r[0] for r in rows(store, "SELECT label FROM drawers")}
+    assert store._labels == labels == store.index.labels()
+    by_tag: dict[str, set[int]] = {}
+    for tag, label in rows(store, "SELECT tag, label FROM drawer_tags"):
+        by_tag.setdefault(tag, set()).add(label)
+    assert {t: ls for t, ls in store._tag_labels.items() if ls} == by_tag
+    by_room: dict[str, set[int]] = {}
+    for room, label in rows(store, "SELECT room, label FROM drawers"):
+        by_room.setdefault(room, set()).add(label)
+    assert {r: ls for r, ls in store._room_labels.items() if ls} == by_room
 
 
 # -- the formulas ----------------------------------------------------------------------
@@ -142,9 +173,9 @@ def test_near_duplicates_merge_into_the_most_important(store):
     scan = m.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
     assert {(x.a, x.b) for x in scan.pairs} == {tuple(sorted((a, b)))}
     groups = [*group_pairs(scan.pairs), [b, far, other_room]]
-    preview = m.merge_groups(store, p.DreamMergeParams(groups=groups, dry_run=True))
+    preview = merge(store, groups, dry_run=True)
     assert store.info().drawer_count == 4  # a preview writes nothing
-    result = m.merge_groups(store, p.DreamMergeParams(groups=groups))
+    result = merge(store, groups)
     assert result.actions == preview.actions
     assert [(x.keep, x.merged) for x in result.actions] == [(b, [a])]
     info = store.info()
@@ -164,22 +195,153 @@ def test_near_duplicates_merge_into_the_most_important(store):
 
 def test_a_failing_merge_leaves_no_half_merged_drawer(store, monkeypatch):
     base = unit("base")
-    ids = [put(store, f"dup {i}", near(base, 0.99, str(i))) for i in range(3)]
+    texts = ["The dup note.", "the dup note", "The dup note!"]
+    ids = [put(store, text, near(base, 0.99, text)) for text in texts]
     calls = []
 
-    def crash(conn, row, reason, merged_into):
+    def crash(conn, row, reason, merged_into, **kwargs):
         calls.append(row.id)
         if len(calls) == 2:
             raise RuntimeError("power cut")
-        real_archive(conn, row, reason, merged_into)
+        real_archive(conn, row, reason, merged_into, **kwargs)
 
     real_archive = m._archive
     monkeypatch.setattr(m, "_archive", crash)
     with pytest.raises(RuntimeError):
-        m.merge_groups(store, p.DreamMergeParams(groups=[ids]))
+        merge(store, [ids])
     assert rows(store, "SELECT count(*) FROM drawers") == [(3,)]
     assert rows(store, "SELECT count(*) FROM archive") == [(0,)]
     assert rows(store, "SELECT tags, hits FROM drawers WHERE hits != 0 OR tags != '[]'") == []
+
+
+def test_near_pairs_stating_different_facts_are_not_proposed_nor_merged(store):
+    base = unit("limit")
+    old = put(store, "The API rate limit is 100 requests per minute", base, importance=0.9)
+    new = put(store, "The API rate limit is 1000 requests per minute", near(base, 0.97, "n"))
+    twin = put(store, "the API rate limit is 100 requests per minute.", near(base, 0.98, "t"))
+    scan = m.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    assert {(x.a, x.b) for x in scan.pairs} == {tuple(sorted((old, twin)))}
+    # Reported once, the reason reading a's values vs b's (``twin`` is at cosine ~0.95
+    # from ``new``, under the threshold).
+    [distinct] = scan.distinct
+    values = ("100", "1000") if distinct.a == old else ("1000", "100")
+    assert {distinct.a, distinct.b} == {old, new} and distinct.similarity >= 0.95
+    assert distinct.reason == "numbers differ: {} vs {}".format(*values)
+    # A proposal is never trusted: the writer re-checks each member against the survivor.
+    result = merge(store, [[old, new, twin]])
+    assert [(x.keep, x.merged) for x in result.actions] == [(old, [twin])]
+    assert result.skipped == 1
+    [refused] = result.distinct
+    assert (refused.a, refused.b, refused.reason) == (old, new, "numbers differ: 100 vs 1000")
+    assert {d.drawer_id for d in store.list(p.ListParams())} == {old, new}
+
+
+def test_the_survivor_takes_the_newest_wording_when_texts_differ_only_in_punctuation(store):
+    base = unit("port")
+    keep = put(store, "staging db is on port 5433", base, importance=0.9, tags=["db"],
+               created_at="2025-01-01T00:00:00Z")  # fmt: skip
+    newer = put(store, "Staging DB is on port 5433.", near(base, 0.99, "n"), tags=["ops"],
+                importance=0.3, created_at="2025-03-01T00:00:00Z")  # fmt: skip
+    [(newer_vector,)] = rows(store, "SELECT vector FROM drawers WHERE id = ?", newer)
+    embed = Embed()
+    preview = merge(store, [[keep, newer]], embed, dry_run=True)
+    assert preview.actions[0].content == "Staging DB is on port 5433." and embed.calls == []
+    result = merge(store, [[keep, newer]], embed)
+    assert [(x.keep, x.merged) for x in result.actions] == [(keep, [newer])]
+    assert embed.calls == []  # the newest wording brings the vector made for it
+    [(label, content, content_hash, vector, tags, importance, created_at)] = rows(
+        store,
+        "SELECT label, content, content_hash, vector, tags, importance, created_at FROM drawers"
+        " WHERE id = ?",
+        keep,
+    )
+    assert content == "Staging DB is on port 5433." and vector == newer_vector
+    found = np.frombuffer(newer_vector, dtype="<f4")
+    assert store.index.search(found, 1) == [(label, pytest.approx(1.0, abs=1e-5))]
+    assert_in_step(store)
+    for tag in ("db", "ops"):  # the survivor moved to the newer drawer's row, tags and all
+        assert [h.drawer_id for h in store.recall("x", found, tag=tag, top_k=1)] == [keep]
+    assert content_hash == hashlib.sha256(content.encode()).hexdigest()
+    assert json.loads(tags) == ["db", "ops"] and importance == 0.9
+    assert created_at == "2025-01-01T00:00:00Z"  # the earliest
+
+
+def test_the_survivor_keeps_both_wordings_and_its_vector_follows_the_new_text(store):
+    base = unit("deploy")
+    keep = put(store, "Deploys to production happen on Tuesdays.", base, importance=0.9,
+               created_at="2025-01-01T00:00:00Z")  # fmt: skip
+    newer = put(store, "On Tuesdays, deploys to production happen.", near(base, 0.97, "n"),
+                created_at="2025-02-01T00:00:00Z")  # fmt: skip
+    filler = [put(store, f"filler note {i}", unit(f"f{i}")) for i in range(20)]
+    store.maybe_snapshot(force=True)  # the index on disk predates the merge
+    embed = Embed()
+    result = merge(store, [[keep, newer]], embed)
+    merged = "On Tuesdays, deploys to production happen.\nDeploys to production happen on Tuesdays."
+    assert result.actions[0].content == merged and embed.calls == [[merged]]
+    [(content, vector)] = rows(store, "SELECT content, vector FROM drawers WHERE id = ?", keep)
+    assert content == merged
+    assert np.allclose(np.frombuffer(vector, dtype="<f4"), unit(merged), atol=1e-6)
+    # The index holds the new vector under the survivor's label, not the old one.
+    [(label,)] = rows(store, "SELECT label FROM drawers WHERE id = ?", keep)
+    assert store.index.search(unit(merged), 1) == [(label, pytest.approx(1.0, abs=1e-5))]
+    assert store.index.search(base, 1)[0][1] < 0.5
+    assert_in_step(store)
+    # Recall and full-text search see the new text.
+    assert store.recall("x", unit(merged), top_k=1)[0].content == merged
+    assert [h.drawer_id for h in store.recall("happen Tuesdays", unit("q"), deep=True)][:1] == [
+        keep
+    ]
+    # Another process opening the palace (snapshot + change-log replay, as a reader does
+    # and as a writer does after kill -9) finds the new vector too.
+    reopened = ReadStore.open_reader(store.palace_dir, "proj", SETTINGS)
+    try:
+        assert reopened.index.search(unit(merged), 1)[0][0] == label
+        assert reopened.index.live_count == 22 - 1 == len(filler) + 1
+    finally:
+        reopened.close()
+
+
+def test_restore_brings_a_merged_drawer_back_after_the_survivor_was_rewritten(store):
+    base = unit("owner")
+    keep = put(store, "Alice owns the billing service.", base, importance=0.9)
+    gone = put(store, "The billing service: Alice owns it.", near(base, 0.97, "g"),
+               tags=["people"], created_at="2020-01-01T00:00:00Z")  # fmt: skip
+    [(old_vector,)] = rows(store, "SELECT vector FROM drawers WHERE id = ?", gone)
+    result = merge(store, [[keep, gone]])
+    assert [(x.keep, x.merged) for x in result.actions] == [(keep, [gone])]
+    [entry] = m.archive_list(store, p.ArchiveListParams(reason="merged")).drawers
+    assert (entry.drawer_id, entry.merged_into) == (gone, keep)
+    m.archive_restore(store, gone)
+    [(content, tags, vector)] = rows(
+        store, "SELECT content, tags, vector FROM drawers WHERE id = ?", gone
+    )
+    assert json.loads(tags) == ["people"] and vector == old_vector
+    assert content == "The billing service: Alice owns it."
+    # The survivor keeps what it got: both wordings (they differ beyond punctuation).
+    [(survivor,)] = rows(store, "SELECT content FROM drawers WHERE id = ?", keep)
+    assert survivor == "Alice owns the billing service.\nThe billing service: Alice owns it."
+    assert store.info().drawer_count == store.info().index_count == 2
+    assert store.recall("x", np.frombuffer(old_vector, dtype="<f4"), top_k=1)[0].drawer_id == gone
+    assert_in_step(store)
+
+
+def test_write_time_dedup_is_exact_text_only(store):
+    v = unit("limit")
+    first = put(store, "The API rate limit is 100 requests per minute", v)
+    [again] = store.remember_batch(
+        [(p.RememberParams(text="The API rate limit is 1000 requests per minute"), v)]
+    )
+    assert again.drawer_id != first and not again.deduplicated
+    [case] = store.remember_batch(
+        [(p.RememberParams(text="the API rate limit is 100 requests per minute"), v)]
+    )
+    assert case.drawer_id != first and not case.deduplicated  # not even case is folded
+    assert store.info().drawer_count == 3
+    conn = store.db.conn
+    digest = hashlib.sha256(b"The API rate limit is 100 requests per minute").hexdigest()
+    assert m.find_exact_duplicate(conn, digest, "General", None)[1] == first
+    other = hashlib.sha256(b"The API rate limit is 100 requests per minute.").hexdigest()
+    assert m.find_exact_duplicate(conn, other, "General", None) is None
 
 
 # -- decay, prune, archive -------------------------------------------------------------------
