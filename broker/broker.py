@@ -139,7 +139,7 @@ class Broker:
         try:
             req = p.decode_request(frame)
         except p.TrustyError as exc:
-            self.reply(client, p.error_response("", exc.code, exc.message))
+            self.reply(client, p.error_response(p.salvage_id(frame), exc.code, exc.message))
             return
         try:
             self.route(client, req, frame)

@@ -145,7 +145,7 @@ class Worker:
                     jobs.append(Job(client, p.decode_request(frame)))
                 except p.TrustyError as exc:
                     self.log.warning("malformed request", error=exc.message)
-                    rid = _salvage_id(frame)
+                    rid = p.salvage_id(frame)
                     reply = p.error_response(rid, exc.code, exc.message)
                     self._send([p.W_REPLY, client, rid.encode(), reply])
             elif command == p.W_DISCONNECT:
@@ -188,19 +188,6 @@ def _malloc_trim():
         return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
-
-
-def _salvage_id(frame: bytes) -> str:
-    """Best effort to find the id of a request we could not decode, for the reply."""
-    try:
-        import msgspec
-
-        obj = msgspec.msgpack.decode(frame)
-        if isinstance(obj, dict) and isinstance(obj.get("id"), str):
-            return obj["id"]
-    except Exception:
-        pass
-    return ""
 
 
 def reply_to(job: Job, fn) -> Reply:

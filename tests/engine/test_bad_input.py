@@ -66,6 +66,21 @@ def test_malformed_frames_on_the_frontend_get_errors(client, daemon):
     assert client.recall("good", "drawer").results
 
 
+def test_a_deeply_nested_request_is_answered_by_its_id(client, daemon):
+    """~5,000 levels of MessagePack (15 KB) made the broker's decoder raise RecursionError:
+    no answer at all, so the caller waited out its own timeout."""
+    deep = b"\x81\xa1a" * 5000 + b"\xc0"
+    params = b"\x82" + msgspec.msgpack.encode("text") + msgspec.msgpack.encode("t")
+    params += msgspec.msgpack.encode("metadata") + deep
+    head = msgspec.msgpack.encode({"id": "deep-1", "method": "memory_remember", "palace": "good"})
+    frame = bytes([head[0] + 1]) + head[1:] + msgspec.msgpack.encode("params") + params
+    resp = p.decode_response(raw_call(daemon.config, [frame]))
+    assert resp.id == "deep-1" and not resp.ok
+    assert resp.error.code == ErrorCode.MALFORMED_FRAME
+    assert "nested too deeply" in resp.error.message
+    assert client.remember("good", "still writing after a deep frame").status == "stored"
+
+
 def test_malformed_frames_on_the_backend_are_survived(client, daemon):
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
