@@ -583,14 +583,19 @@ def encode_request(
     return rid, _encoder.encode(req)
 
 
-# What msgspec raises on a frame it cannot decode. RecursionError is among them: a frame
-# nested ~1,000 levels deep (a few KB of MessagePack) exhausts the decoder's recursion
-# budget, and it must cost that one request an error, never the process reading it.
-_UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+# What msgspec raises on a frame it cannot decode. Besides its own errors: RecursionError
+# for a frame nested ~1,000 levels deep (a few KB of MessagePack), and UnicodeDecodeError
+# (a ValueError) for a string that is not UTF-8. Either must cost that one request an
+# error reply, never the answer itself or the process reading it.
+_UNDECODABLE = (msgspec.MsgspecError, RecursionError, ValueError)
 
 
 def _reason(exc: Exception) -> str:
-    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a string is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+    return str(exc)
 
 
 def decode_request(frame: bytes) -> Request:
@@ -676,7 +681,7 @@ def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = N
         )
     except msgspec.ValidationError as exc:
         raise TrustyError(ErrorCode.INVALID_PARAMS, f"{method}: invalid params: {exc}") from exc
-    except (msgspec.DecodeError, RecursionError) as exc:
+    except _UNDECODABLE as exc:
         raise TrustyError(
             ErrorCode.MALFORMED_FRAME, f"{method}: undecodable params: {_reason(exc)}"
         ) from exc

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 import zmq
 
+from tests.engine.test_faults import worker_pid
 from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
 from trusty_memory.protocol import ErrorCode, TrustyError
@@ -79,6 +80,21 @@ def test_a_deeply_nested_request_is_answered_by_its_id(client, daemon):
     assert resp.error.code == ErrorCode.MALFORMED_FRAME
     assert "nested too deeply" in resp.error.message
     assert client.remember("good", "still writing after a deep frame").status == "stored"
+
+
+def test_params_that_are_not_utf8_cost_one_error_not_the_worker(client, daemon):
+    """The broker passes params on undecoded; the palace worker's decoder raised
+    UnicodeDecodeError, which killed it, and the retry on a new worker killed that one."""
+    before = worker_pid(client, "palace:good")
+    _, frame = p.encode_request("memory_remember", {"text": "@@"}, palace="good", id="u-1")
+    resp = p.decode_response(raw_call(daemon.config, [frame.replace(b"\xa2@@", b"\xa2\xc3\x28")]))
+    assert (resp.id, resp.ok, resp.error.code) == ("u-1", False, ErrorCode.MALFORMED_FRAME)
+    assert "not valid UTF-8" in resp.error.message
+    _, frame = p.encode_request("memory_list", palace="@@", id="u-2")
+    resp = p.decode_response(raw_call(daemon.config, [frame.replace(b"\xa2@@", b"\xa2\xc3\x28")]))
+    assert (resp.id, resp.error.code) == ("u-2", ErrorCode.MALFORMED_FRAME)
+    assert worker_pid(client, "palace:good") == before
+    assert client.remember("good", "written after bad UTF-8").status == "stored"
 
 
 def test_malformed_frames_on_the_backend_are_survived(client, daemon):

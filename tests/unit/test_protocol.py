@@ -61,6 +61,21 @@ def test_deeply_nested_frames_are_malformed_not_recursion_errors():
     assert p.decode_request(_deep_request(50)).id == "r-deep"  # shallow nesting is fine
 
 
+def test_strings_that_are_not_utf8_are_malformed_not_unicode_errors():
+    """msgspec raises UnicodeDecodeError (not its DecodeError) for such a string: the
+    broker answered nothing, and a palace worker died on a request's params."""
+    _, frame = p.encode_request("memory_list", palace="@@", id="r-utf8")
+    with pytest.raises(p.TrustyError) as err:
+        p.decode_request(frame.replace(b"\xa2@@", b"\xa2\xc3\x28"))
+    assert err.value.code == p.ErrorCode.MALFORMED_FRAME
+    assert "not valid UTF-8" in err.value.message
+    params = b"\x81\xa4text\xa3\xed\xa0\x80"  # an encoded lone surrogate
+    with pytest.raises(p.TrustyError) as err:
+        p.decode_params("memory_remember", params)
+    assert err.value.code == p.ErrorCode.MALFORMED_FRAME
+    assert err.value.message.startswith("memory_remember: undecodable params: a string is")
+
+
 def test_the_id_of_an_undecodable_request_is_salvaged():
     assert p.salvage_id(_deep_request(5000, "abc")) == "abc"
     assert p.salvage_id(_deep_request(5000, "x" * 300)) == "x" * 300  # str16 length
