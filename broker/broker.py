@@ -11,7 +11,8 @@ A service holds a list of workers so a palace can have one writer plus readers; 
 always go to the writer. Requests for a service with no live worker wait in the service's
 queue (bounded) while the supervisor starts one. Every request the broker accepts is
 answered exactly once: by a worker, by a timeout error at its deadline, or by an error
-when its worker crashes twice in a row while holding it.
+when its worker crashes twice in a row while holding it. A request whose id its client
+already has in flight is refused at once: its answer could not be told from the first's.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class Broker:
         self.services: dict[str, Service] = {}
         self.workers: dict[bytes, WorkerRec] = {}
         self.inflight: dict[tuple[bytes, str], tuple[Pending, WorkerRec]] = {}
+        # Every accepted request not answered yet (with a worker or queued), by (client, id).
+        self.unanswered: set[tuple[bytes, str]] = set()
         self.palaces = PalaceRegistry(config)
         self.supervisor = Supervisor(config, log)
         self.started = time.monotonic()
@@ -164,6 +167,10 @@ class Broker:
             raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
 
     def dispatch(self, name: str, client: bytes, req: p.Request, frame: bytes, write: bool):
+        if (client, req.id) in self.unanswered:
+            raise p.TrustyError(
+                p.ErrorCode.MALFORMED_FRAME, f"request id {req.id!r} is already in flight"
+            )
         timeout = (
             (req.timeout_ms / 1000) if req.timeout_ms else self.config.broker.request_timeout_s
         )
@@ -175,12 +182,14 @@ class Broker:
             service.last_foreground = service.last_used
         worker = service.pick(write)
         if worker is not None and not service.queue:
+            self.unanswered.add((client, req.id))
             self.send_to_worker(worker, pending)
             return
         if len(service.queue) >= self.config.broker.max_queue:
             raise p.TrustyError(
                 p.ErrorCode.OVERLOADED, f"{name}: {len(service.queue)} requests queued; try later"
             )
+        self.unanswered.add((client, req.id))
         service.queue.append(pending)
         if name != p.EMBEDDER_SERVICE:
             self.supervisor.ensure(name)
@@ -196,6 +205,11 @@ class Broker:
         worker.inflight[key] = pending
         self.inflight[key] = (pending, worker)
         self.backend.send_multipart([worker.identity, p.W_REQUEST, pending.client, pending.frame])
+
+    def answer(self, pending: Pending, frame: bytes) -> None:
+        """Answer an accepted request (its one answer)."""
+        self.unanswered.discard((pending.client, pending.rid))
+        self.reply(pending.client, frame)
 
     def reply(self, client: bytes, frame: bytes) -> None:
         try:
@@ -290,8 +304,8 @@ class Broker:
     def on_reply(self, worker: WorkerRec, client: bytes, rid: str, frame: bytes) -> None:
         key = (client, rid)
         worker.inflight.pop(key, None)
-        if self.inflight.pop(key, None) is not None:
-            self.reply(client, frame)
+        if (settled := self.inflight.pop(key, None)) is not None:
+            self.answer(settled[0], frame)
         # else: the request already timed out and was answered; drop the late reply
 
     def remove_worker(self, worker: WorkerRec, crashed: bool) -> None:
@@ -307,9 +321,8 @@ class Broker:
                     f"{worker.service} worker crashed while handling {pending.method} "
                     f"({pending.attempts} attempts)"
                 )
-                self.reply(
-                    pending.client,
-                    p.error_response(pending.rid, p.ErrorCode.WORKER_CRASHED, message),
+                self.answer(
+                    pending, p.error_response(pending.rid, p.ErrorCode.WORKER_CRASHED, message)
                 )
             else:
                 service.queue.appendleft(pending)
@@ -354,7 +367,7 @@ class Broker:
 
     def timeout(self, pending: Pending, service: str) -> None:
         message = f"{pending.method}: timed out waiting for {service}"
-        self.reply(pending.client, p.error_response(pending.rid, p.ErrorCode.TIMEOUT, message))
+        self.answer(pending, p.error_response(pending.rid, p.ErrorCode.TIMEOUT, message))
 
     def heartbeat_and_purge(self, now: float) -> None:
         expiry = self.config.broker.worker_expiry_s
@@ -392,9 +405,8 @@ class Broker:
         for pending_list in (s.queue for s in self.services.values()):
             for pending in pending_list:
                 message = f"{pending.method}: the daemon is shutting down"
-                self.reply(
-                    pending.client,
-                    p.error_response(pending.rid, p.ErrorCode.SHUTTING_DOWN, message),
+                self.answer(
+                    pending, p.error_response(pending.rid, p.ErrorCode.SHUTTING_DOWN, message)
                 )
             pending_list.clear()
         for service in self.services.values():

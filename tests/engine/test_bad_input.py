@@ -97,6 +97,25 @@ def test_params_that_are_not_utf8_cost_one_error_not_the_worker(client, daemon):
     assert client.remember("good", "written after bad UTF-8").status == "stored"
 
 
+def test_a_duplicate_request_id_in_flight_is_answered_too(client, daemon):
+    """The broker kept one entry per (client, id): three requests with one id in flight got
+    one answer between them, and the other two callers waited out their timeouts."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(daemon.config.frontend)
+    _, frame = p.encode_request("memory_recall_deep", {"query": "dup"}, palace="good", id="dup")
+    for _ in range(3):
+        sock.send(frame)
+    replies = []
+    while len(replies) < 3 and sock.poll(10_000):
+        replies.append(p.decode_response(sock.recv()))
+    sock.close()
+    assert [r.id for r in replies] == ["dup"] * 3
+    refused = [r.error.message for r in replies if not r.ok]
+    assert all(m == "request id 'dup' is already in flight" for m in refused), refused
+    assert client.recall("good", "drawer").results
+
+
 def test_malformed_frames_on_the_backend_are_survived(client, daemon):
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
