@@ -283,9 +283,43 @@ class PalaceStore:
             found, matrix = self.vectors_for(adds[start : start + REBUILD_CHUNK])
             if found:
                 self.index.add(found, matrix)
+        self._adopt_foreign_changes(last_op)
         self._applied_seq = rows[-1][0]
         self._last_seq = max(self._last_seq, self._applied_seq)
         return len(rows)
+
+    def _adopt_foreign_changes(self, last_op: dict[int, str]) -> None:
+        """Bring the filter sets (and so ``drawer_count`` and room/tag recall) up to changes
+        this process did not make itself.
+
+        One writer per palace is the rule, but a worker orphaned by a ``kill -9`` of the
+        broker can still commit the batch it was holding after its replacement opened the
+        file (its embedding call reaches the new daemon). Those drawers reached the index
+        through the change log but not the sets this process keeps, so the palace counted
+        fewer drawers than SQLite held and room and tag filters could never find them. Own
+        writes update the sets before the replay, so they cost nothing here.
+        """
+        gone = {label for label, op in last_op.items() if op == "delete" and label in self._labels}
+        new = [label for label, op in last_op.items() if op == "add" and label not in self._labels]
+        for label in gone:
+            self._labels.discard(label)
+            for members in (*self._room_labels.values(), *self._tag_labels.values()):
+                members.discard(label)
+        if new:
+            rows = self._conn.execute(
+                "SELECT label, room, tags FROM drawers"
+                " WHERE label IN (SELECT value FROM json_each(?))",
+                (json.dumps(new),),
+            ).fetchall()
+            for label, room, tags in rows:
+                self._labels.add(label)
+                self._room_labels.setdefault(room, set()).add(label)
+                for tag in json.loads(tags):
+                    self._tag_labels.setdefault(tag, set()).add(label)
+        if gone or new:
+            log.warning("adopted changes from another writer", palace=self.name,
+                        added=len(new), deleted=len(gone))  # fmt: skip
+            self._refresh_l1()
 
     # -- vectors -------------------------------------------------------------------
 

@@ -442,6 +442,25 @@ def test_kg_assert_closes_prior_and_query_returns_active_only(store, palace_dir)
 # -- durability and the index as a cache -----------------------------------------------
 
 
+def test_drawers_committed_by_another_writer_join_the_counts_and_filters(store, palace_dir):
+    """A worker orphaned by a killed broker can commit its last batch after its replacement
+    opened the palace: the replacement's index caught up from the change log, but its
+    drawer count and room/tag filters never learnt of those drawers."""
+    remember(store, "the replacement's own note", room="Backend")
+    orphan = PalaceStore.open(palace_dir, "proj", SETTINGS)
+    foreign = remember(orphan, "committed by the orphan", room="Planning", tags=["late"])
+    gone = remember(orphan, "written and then forgotten by the orphan", room="Planning")
+    orphan.forget(gone)
+    orphan.close()
+    remember(store, "the next write of the replacement")  # replays the change log
+    [count] = sql(palace_dir, "SELECT count(*) FROM drawers")[0]
+    info = store.info()
+    assert info.drawer_count == info.index_count == count == 3
+    query = fake_embed("committed by the orphan")
+    for kwargs in ({"room": "Planning"}, {"tag": "late"}):
+        assert [h.drawer_id for h in store.recall("q", query, 3, **kwargs)] == [foreign]
+
+
 def test_reopen_after_close_uses_the_snapshot(palace_dir, monkeypatch):
     with PalaceStore.open(palace_dir, "proj", SETTINGS) as s:
         ids = fill(s, 25)
