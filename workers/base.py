@@ -92,7 +92,10 @@ class Worker:
                         continue
                 now = time.monotonic()
                 if now >= idle_at:
-                    self.on_idle()
+                    try:
+                        self.on_idle()
+                    except Exception as exc:  # e.g. a full disk: retried at the next idle
+                        self.log.warning("idle work failed", error=repr(exc))
                     if worked:
                         release_freed_memory()
                         worked = False
