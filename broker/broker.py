@@ -11,10 +11,11 @@ A palace's service is one writer (supervisor slot 0) and 0..N readers (slots 1..
 palace's ``readers`` setting, changed at run time by ``palace_scale``). Writes always go
 to the writer; a read goes to the least-loaded live worker, a reader when it is as free
 as the writer. The readers start once the writer is up (it creates and migrates the
-SQLite file they open read-only). Requests for a service with no live worker wait in the service's
-queue (bounded) while the supervisor starts one. Every request the broker accepts is
+SQLite file they open read-only). Requests for a service with no live worker wait in the
+service's queue (bounded) while the supervisor starts one. Every request the broker accepts is
 answered exactly once: by a worker, by a timeout error at its deadline, or by an error
-when its worker crashes twice in a row while holding it.
+when its worker crashes twice in a row while holding it. A request whose id its client
+already has in flight is refused at once: its answer could not be told from the first's.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ class Broker:
         self.services: dict[str, Service] = {}
         self.workers: dict[bytes, WorkerRec] = {}
         self.inflight: dict[tuple[bytes, str], tuple[Pending, WorkerRec]] = {}
+        # Every accepted request not answered yet (with a worker or queued), by (client, id).
+        self.unanswered: set[tuple[bytes, str]] = set()
         self.palaces = PalaceRegistry(config)
         self.supervisor = Supervisor(config, log)
         self.started = time.monotonic()
@@ -172,7 +175,7 @@ class Broker:
         try:
             req = p.decode_request(frame)
         except p.TrustyError as exc:
-            self.reply(client, p.error_response("", exc.code, exc.message))
+            self.reply(client, p.error_response(p.salvage_id(frame), exc.code, exc.message))
             return
         try:
             self.route(client, req, frame)
@@ -197,6 +200,10 @@ class Broker:
             raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
 
     def dispatch(self, name: str, client: bytes, req: p.Request, frame: bytes, write: bool):
+        if (client, req.id) in self.unanswered:
+            raise p.TrustyError(
+                p.ErrorCode.MALFORMED_FRAME, f"request id {req.id!r} is already in flight"
+            )
         timeout = (
             (req.timeout_ms / 1000) if req.timeout_ms else self.config.broker.request_timeout_s
         )
@@ -208,12 +215,14 @@ class Broker:
             service.last_foreground = service.last_used
         worker = service.pick(write)
         if worker is not None and not service.queue:
+            self.unanswered.add((client, req.id))
             self.send_to_worker(worker, pending)
             return
         if len(service.queue) >= self.config.broker.max_queue:
             raise p.TrustyError(
                 p.ErrorCode.OVERLOADED, f"{name}: {len(service.queue)} requests queued; try later"
             )
+        self.unanswered.add((client, req.id))
         service.queue.append(pending)
         if name != p.EMBEDDER_SERVICE:
             self.supervisor.ensure(name)
@@ -246,6 +255,11 @@ class Broker:
                 self.log.error("send to worker failed", error=str(exc))
             return False
         return True
+
+    def answer(self, pending: Pending, frame: bytes) -> None:
+        """Answer an accepted request (its one answer)."""
+        self.unanswered.discard((pending.client, pending.rid))
+        self.reply(pending.client, frame)
 
     def reply(self, client: bytes, frame: bytes) -> None:
         try:
@@ -401,8 +415,8 @@ class Broker:
         key = (client, rid)
         worker.inflight.pop(key, None)
         worker.answered.append(time.monotonic())
-        if self.inflight.pop(key, None) is not None:
-            self.reply(client, frame)
+        if (settled := self.inflight.pop(key, None)) is not None:
+            self.answer(settled[0], frame)
         # else: the request already timed out and was answered; drop the late reply
 
     def remove_worker(self, worker: WorkerRec, crashed: bool) -> None:
@@ -420,9 +434,8 @@ class Broker:
                     f"{worker.service} worker crashed while handling {pending.method} "
                     f"({pending.attempts} attempts)"
                 )
-                self.reply(
-                    pending.client,
-                    p.error_response(pending.rid, p.ErrorCode.WORKER_CRASHED, message),
+                self.answer(
+                    pending, p.error_response(pending.rid, p.ErrorCode.WORKER_CRASHED, message)
                 )
             else:
                 service.queue.appendleft(pending)
@@ -481,7 +494,7 @@ class Broker:
 
     def timeout(self, pending: Pending, service: str) -> None:
         message = f"{pending.method}: timed out waiting for {service}"
-        self.reply(pending.client, p.error_response(pending.rid, p.ErrorCode.TIMEOUT, message))
+        self.answer(pending, p.error_response(pending.rid, p.ErrorCode.TIMEOUT, message))
 
     def heartbeat_and_purge(self, now: float) -> None:
         expiry = self.config.broker.worker_expiry_s
@@ -521,9 +534,8 @@ class Broker:
         for pending_list in (s.queue for s in self.services.values()):
             for pending in pending_list:
                 message = f"{pending.method}: the daemon is shutting down"
-                self.reply(
-                    pending.client,
-                    p.error_response(pending.rid, p.ErrorCode.SHUTTING_DOWN, message),
+                self.answer(
+                    pending, p.error_response(pending.rid, p.ErrorCode.SHUTTING_DOWN, message)
                 )
             pending_list.clear()
         for service in self.services.values():

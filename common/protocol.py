@@ -656,25 +656,87 @@ def encode_request(
     return rid, _encoder.encode(req)
 
 
+# What msgspec raises on a frame it cannot decode. Besides its own errors: RecursionError
+# for a frame nested ~1,000 levels deep (a few KB of MessagePack), and UnicodeDecodeError
+# (a ValueError) for a string that is not UTF-8. Either must cost that one request an
+# error reply, never the answer itself or the process reading it.
+_UNDECODABLE = (msgspec.MsgspecError, RecursionError, ValueError)
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a string is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+    return str(exc)
+
+
 def decode_request(frame: bytes) -> Request:
     try:
         return _request_decoder.decode(frame)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TrustyError(ErrorCode.MALFORMED_FRAME, f"malformed request frame: {exc}") from exc
+    except _UNDECODABLE as exc:
+        raise TrustyError(
+            ErrorCode.MALFORMED_FRAME, f"malformed request frame: {_reason(exc)}"
+        ) from exc
+
+
+def salvage_id(frame: bytes) -> str:
+    """The id of a request that failed to decode, so its error reply reaches the caller
+    waiting for it; "" when there is none to be found.
+
+    A full decode finds it wherever it is. When even that fails (a frame nested too
+    deeply, or broken after its id), the id is read from the frame's first key-value
+    pair, which is where every client of ours puts it (``Request``'s field order).
+    """
+    try:
+        obj = msgspec.msgpack.decode(frame)
+        if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+            return obj["id"]
+    except Exception:
+        pass
+    try:
+        if not frame or not (0x81 <= frame[0] <= 0x8F or frame[0] in (0xDE, 0xDF)):
+            return ""
+        pos = {0xDE: 3, 0xDF: 5}.get(frame[0], 1)
+        key, pos = _read_str(frame, pos)
+        if key != "id":
+            return ""
+        return _read_str(frame, pos)[0]
+    except (IndexError, UnicodeDecodeError, ValueError):
+        return ""
+
+
+def _read_str(frame: bytes, pos: int) -> tuple[str, int]:
+    """The MessagePack string at ``pos`` and the position after it."""
+    tag = frame[pos]
+    if 0xA0 <= tag <= 0xBF:
+        size, pos = tag & 0x1F, pos + 1
+    elif tag in (0xD9, 0xDA, 0xDB):
+        width = {0xD9: 1, 0xDA: 2, 0xDB: 4}[tag]
+        size, pos = int.from_bytes(frame[pos + 1 : pos + 1 + width], "big"), pos + 1 + width
+    else:
+        raise ValueError("not a string")
+    if pos + size > len(frame):
+        raise ValueError("truncated string")
+    return frame[pos : pos + size].decode("utf-8"), pos + size
 
 
 def decode_response(frame: bytes) -> Response:
     try:
         return _response_decoder.decode(frame)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TrustyError(ErrorCode.MALFORMED_FRAME, f"malformed response frame: {exc}") from exc
+    except _UNDECODABLE as exc:
+        raise TrustyError(
+            ErrorCode.MALFORMED_FRAME, f"malformed response frame: {_reason(exc)}"
+        ) from exc
 
 
 def decode_ready(frame: bytes) -> Ready:
     try:
         return _ready_decoder.decode(frame)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TrustyError(ErrorCode.MALFORMED_FRAME, f"malformed READY frame: {exc}") from exc
+    except _UNDECODABLE as exc:
+        raise TrustyError(
+            ErrorCode.MALFORMED_FRAME, f"malformed READY frame: {_reason(exc)}"
+        ) from exc
 
 
 def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = None) -> S:
@@ -692,9 +754,9 @@ def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = N
         )
     except msgspec.ValidationError as exc:
         raise TrustyError(ErrorCode.INVALID_PARAMS, f"{method}: invalid params: {exc}") from exc
-    except msgspec.DecodeError as exc:
+    except _UNDECODABLE as exc:
         raise TrustyError(
-            ErrorCode.MALFORMED_FRAME, f"{method}: undecodable params: {exc}"
+            ErrorCode.MALFORMED_FRAME, f"{method}: undecodable params: {_reason(exc)}"
         ) from exc
 
 

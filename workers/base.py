@@ -101,7 +101,10 @@ class Worker:
                         continue
                 now = time.monotonic()
                 if now >= idle_at:
-                    self.on_idle()
+                    try:
+                        self.on_idle()
+                    except Exception as exc:  # e.g. a full disk: retried at the next idle
+                        self.log.warning("idle work failed", error=repr(exc))
                     if worked:
                         self.release_memory()
                         worked = False
@@ -154,7 +157,7 @@ class Worker:
                     jobs.append(Job(client, p.decode_request(frame)))
                 except p.TrustyError as exc:
                     self.log.warning("malformed request", error=exc.message)
-                    rid = _salvage_id(frame)
+                    rid = p.salvage_id(frame)
                     reply = p.error_response(rid, exc.code, exc.message)
                     self._send([p.W_REPLY, client, rid.encode(), reply])
             elif command == p.W_DISCONNECT:
@@ -202,19 +205,6 @@ def _malloc_trim():
         return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
-
-
-def _salvage_id(frame: bytes) -> str:
-    """Best effort to find the id of a request we could not decode, for the reply."""
-    try:
-        import msgspec
-
-        obj = msgspec.msgpack.decode(frame)
-        if isinstance(obj, dict) and isinstance(obj.get("id"), str):
-            return obj["id"]
-    except Exception:
-        pass
-    return ""
 
 
 def reply_to(job: Job, fn, seq_of=None) -> Reply:

@@ -29,6 +29,7 @@ for the scan (~16 us per vector), which is why the store supplies a ``vector_sou
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -274,10 +275,16 @@ class VectorIndex:
         directory.mkdir(parents=True, exist_ok=True)
         data_path, meta_path = _snapshot_paths(directory, seq)
         tmp = data_path.with_name(data_path.name + ".tmp")
-        self._index.save_index(str(tmp))
-        size = tmp.stat().st_size
-        crc = _file_crc32(tmp)
-        os.replace(tmp, data_path)
+        try:
+            self._index.save_index(str(tmp))
+            size = tmp.stat().st_size
+            if size < self._least_snapshot_size():
+                raise OSError(errno.ENOSPC, f"index snapshot cut short at {size} bytes")
+            crc = _file_crc32(tmp)
+            os.replace(tmp, data_path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk must not keep the half-written file
+            raise
         in_table = set(self._index.get_ids_list())
         meta = {
             "format": SNAPSHOT_FORMAT,
@@ -293,6 +300,19 @@ class VectorIndex:
         self._dead &= in_table
         prune_snapshots(directory, keep_seq=seq)
         return data_path
+
+    def _least_snapshot_size(self) -> int:
+        """The fewest bytes a complete snapshot of this index has.
+
+        hnswlib reports no write error: on a full disk ``save_index`` leaves a truncated
+        file and returns, and its checksum, taken afterwards, would have made that file
+        the snapshot (and pruned the good one before it). Its format writes a 96-byte
+        header, then per element the level-0 record (2M links and their count, the
+        vector, the label) and a link-list size, then the upper-level links, which are
+        under 1% of the file at 384 dimensions.
+        """
+        per_element = (2 * self._index.M * 4 + 4) + self.dim * 4 + 8 + 4
+        return 96 + self._index.element_count * per_element
 
     @classmethod
     def load(

@@ -32,6 +32,7 @@ from trusty_memory.workers import bulk, maintenance
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
+REOPEN_EVERY_S = 2.0  # a palace that could not be opened is tried again at most this often
 
 
 class Embedder:
@@ -60,16 +61,42 @@ class PalaceWorker(Worker):
         self.batch_max = config.palace.batch_max
         self.embedder = Embedder(config)
         self.store: Any = None
+        self.open_error: p.TrustyError | None = None
+        self.opened_at = 0.0  # when opening was last tried
 
-    def open_store(self) -> Any:
+    def _open(self) -> Any:
+        """The role's store (``writer.py``, ``reader.py``)."""
         raise NotImplementedError
 
     def run(self) -> int:
-        started = time.monotonic()
-        self.store = self.open_store()
         self.log = self.log.bind(palace=self.palace, role=self.role)
-        self.log.info("palace open", seconds=round(time.monotonic() - started, 3))
+        self.open_store()
         return super().run()
+
+    def open_store(self) -> bool:
+        """Open the palace. A storage failure (a corrupt file, a full disk) is kept and
+        given to every request as its answer, and opening is tried again on later requests
+        (so a file restored from a backup serves without a restart). Exiting instead made
+        the broker restart this process in a loop while every caller waited out its 30 s
+        deadline and learnt only that it timed out."""
+        self.opened_at = time.monotonic()
+        try:
+            self.store = self._open()
+        except p.TrustyError as exc:
+            if exc.code != p.ErrorCode.STORAGE_ERROR:
+                raise
+            self.open_error = exc
+        except OSError as exc:  # palace.json or identity.txt could not be written
+            message = f"cannot open palace {self.palace}: {exc}"
+            self.open_error = p.TrustyError(p.ErrorCode.STORAGE_ERROR, message)
+        if self.store is None:
+            self.log.error("palace cannot be opened", error=self.open_error.message)
+            return False
+        if self.open_error is not None:
+            self.log.info("palace opened after an earlier failure")
+        self.open_error = None
+        self.log.info("palace open", seconds=round(time.monotonic() - self.opened_at, 3))
+        return True
 
     def release_memory(self) -> None:
         if self.store is not None:
@@ -82,6 +109,10 @@ class PalaceWorker(Worker):
     # -- batches -----------------------------------------------------------------
 
     def handle_batch(self, jobs: list[Job]) -> list[Reply]:
+        if self.store is None and (
+            time.monotonic() - self.opened_at < REOPEN_EVERY_S or not self.open_store()
+        ):
+            return [Reply(job.client, job.request.id, _error(job, self.open_error)) for job in jobs]
         replies: list[Reply] = []
         work: list[tuple[Job, object]] = []
         for job in jobs:
@@ -189,7 +220,10 @@ class PalaceWorker(Worker):
 
     def on_stop(self) -> None:
         if self.store is not None:
-            self.store.close()
+            try:
+                self.store.close()
+            except p.TrustyError as exc:  # a full disk: the index snapshot waits, no data
+                self.log.warning("closing the palace failed", error=exc.message)
         self.embedder.client.close()
 
 

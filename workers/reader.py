@@ -39,7 +39,7 @@ class PalaceReader(PalaceWorker):
         self.refresh_every = config.palace.reader_refresh_s
         self.refreshed_at = 0.0
 
-    def open_store(self) -> ReadStore:
+    def _open(self) -> ReadStore:
         store = ReadStore.open_reader(
             self.config.palace_dir(self.palace), self.palace, self.config.palace, dim=DIM
         )
@@ -60,6 +60,8 @@ class PalaceReader(PalaceWorker):
             self.log.debug("caught up", changes=read, seq=self.store.last_seq)
 
     def on_idle(self) -> None:
+        if self.store is None:
+            return
         due = time.monotonic() - self.refreshed_at >= self.refresh_every
         if due and self.store.changed():
             self.catch_up()

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import sqlite_utils
@@ -59,7 +59,7 @@ from trusty_memory.protocol import (
 from trusty_memory.workers import maintenance, retrieval
 from trusty_memory.workers import store_values as v
 from trusty_memory.workers.index import VectorIndex
-from trusty_memory.workers.store_schema import connect_readonly
+from trusty_memory.workers.store_schema import connect_readonly, storage_error
 
 log = get_logger(__name__)
 
@@ -75,15 +75,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def storage_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """SQLite failures leave a store method as ``STORAGE_ERROR`` naming the cause."""
+def storage_errors(
+    fn: Callable[Concatenate[ReadStore, P], R],
+) -> Callable[Concatenate[ReadStore, P], R]:
+    """SQLite failures leave a store method as ``STORAGE_ERROR`` naming the cause (a full
+    disk and a corrupt file by name, with what to do: ``store_schema.storage_error``)."""
 
     @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(self: ReadStore, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return fn(*args, **kwargs)
+            return fn(self, *args, **kwargs)
         except sqlite3.Error as exc:
-            raise TrustyError(ErrorCode.STORAGE_ERROR, f"{fn.__name__}: sqlite: {exc}") from exc
+            raise storage_error(exc, self.palace_dir / DB_FILE, fn.__name__) from exc
 
     return wrapper
 

@@ -170,7 +170,7 @@ def connect(path: Path, synchronous: str = "NORMAL") -> sqlite_utils.Database:
         db.execute("PRAGMA temp_store = MEMORY")
         migrate(db)
     except sqlite3.Error as exc:
-        raise TrustyError(ErrorCode.STORAGE_ERROR, f"cannot open {path}: {exc}") from exc
+        raise storage_error(exc, path, "cannot open it") from exc
     return db
 
 
@@ -187,7 +187,7 @@ def connect_readonly(path: Path) -> sqlite_utils.Database:
         db.execute("PRAGMA temp_store = MEMORY")
         version = user_version(db)
     except sqlite3.Error as exc:
-        raise TrustyError(ErrorCode.STORAGE_ERROR, f"cannot open {path}: {exc}") from exc
+        raise storage_error(exc, path, "open for reading") from exc
     if version != SCHEMA_VERSION:
         db.close()
         raise TrustyError(
@@ -195,6 +195,34 @@ def connect_readonly(path: Path) -> sqlite_utils.Database:
             f"cannot read {path}: schema version {version}, this program reads {SCHEMA_VERSION}",
         )
     return db
+
+
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_NOTADB = 26
+
+
+def storage_error(exc: sqlite3.Error, path: Path, doing: str) -> TrustyError:
+    """A SQLite failure as the ``STORAGE_ERROR`` a person can act on.
+
+    A full disk and a damaged file are the two a user can fix, so their messages name the
+    file and say how; anything else keeps SQLite's own words after what was being done.
+    """
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+    if code == SQLITE_FULL:
+        message = (
+            f"disk full: {doing}: cannot write {path} ({exc}); the change was not stored. "
+            "Free some space: writes work again once there is room"
+        )
+    elif code in (SQLITE_CORRUPT, SQLITE_NOTADB):
+        message = (
+            f"palace file is corrupt: {path} ({exc}). Restore it from a backup or re-import "
+            "an earlier export ('trusty-memory import'), or move it aside to start this "
+            "palace empty; other palaces are not affected"
+        )
+    else:
+        message = f"{doing}: sqlite: {exc}"
+    return TrustyError(ErrorCode.STORAGE_ERROR, message)
 
 
 def user_version(db: sqlite_utils.Database) -> int:

@@ -27,7 +27,7 @@ class PalaceWriter(PalaceWorker):
     role = "writer"
     methods = p.PALACE_METHODS
 
-    def open_store(self) -> PalaceStore:
+    def _open(self) -> PalaceStore:
         return PalaceStore.open(
             self.config.palace_dir(self.palace), self.palace, self.config.palace, dim=DIM
         )
@@ -65,8 +65,9 @@ class PalaceWriter(PalaceWorker):
             return [r for item in batch for r in self.commit_remembers([item])]
 
     def on_idle(self) -> None:
-        self.store.flush()
-        self.store.maybe_snapshot()
+        if self.store is not None:
+            self.store.flush()
+            self.store.maybe_snapshot()
 
 
 def _take_hits(w: PalaceWriter, params: p.PalaceHitsParams) -> dict:

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 import zmq
 
+from tests.engine.test_faults import worker_pid
 from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
 from trusty_memory.protocol import ErrorCode, TrustyError
@@ -63,6 +64,55 @@ def test_malformed_frames_on_the_frontend_get_errors(client, daemon):
     # too many frames: dropped with a log line, never a crash
     assert raw_call(daemon.config, [b"a", b"b", b"c", b"d"], timeout_ms=300) is None
     assert client.ping()["pong"] is True
+    assert client.recall("good", "drawer").results
+
+
+def test_a_deeply_nested_request_is_answered_by_its_id(client, daemon):
+    """~5,000 levels of MessagePack (15 KB) made the broker's decoder raise RecursionError:
+    no answer at all, so the caller waited out its own timeout."""
+    deep = b"\x81\xa1a" * 5000 + b"\xc0"
+    params = b"\x82" + msgspec.msgpack.encode("text") + msgspec.msgpack.encode("t")
+    params += msgspec.msgpack.encode("metadata") + deep
+    head = msgspec.msgpack.encode({"id": "deep-1", "method": "memory_remember", "palace": "good"})
+    frame = bytes([head[0] + 1]) + head[1:] + msgspec.msgpack.encode("params") + params
+    resp = p.decode_response(raw_call(daemon.config, [frame]))
+    assert resp.id == "deep-1" and not resp.ok
+    assert resp.error.code == ErrorCode.MALFORMED_FRAME
+    assert "nested too deeply" in resp.error.message
+    assert client.remember("good", "still writing after a deep frame").status == "stored"
+
+
+def test_params_that_are_not_utf8_cost_one_error_not_the_worker(client, daemon):
+    """The broker passes params on undecoded; the palace worker's decoder raised
+    UnicodeDecodeError, which killed it, and the retry on a new worker killed that one."""
+    before = worker_pid(client, "palace:good")
+    _, frame = p.encode_request("memory_remember", {"text": "@@"}, palace="good", id="u-1")
+    resp = p.decode_response(raw_call(daemon.config, [frame.replace(b"\xa2@@", b"\xa2\xc3\x28")]))
+    assert (resp.id, resp.ok, resp.error.code) == ("u-1", False, ErrorCode.MALFORMED_FRAME)
+    assert "not valid UTF-8" in resp.error.message
+    _, frame = p.encode_request("memory_list", palace="@@", id="u-2")
+    resp = p.decode_response(raw_call(daemon.config, [frame.replace(b"\xa2@@", b"\xa2\xc3\x28")]))
+    assert (resp.id, resp.error.code) == ("u-2", ErrorCode.MALFORMED_FRAME)
+    assert worker_pid(client, "palace:good") == before
+    assert client.remember("good", "written after bad UTF-8").status == "stored"
+
+
+def test_a_duplicate_request_id_in_flight_is_answered_too(client, daemon):
+    """The broker kept one entry per (client, id): three requests with one id in flight got
+    one answer between them, and the other two callers waited out their timeouts."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(daemon.config.frontend)
+    _, frame = p.encode_request("memory_recall_deep", {"query": "dup"}, palace="good", id="dup")
+    for _ in range(3):
+        sock.send(frame)
+    replies = []
+    while len(replies) < 3 and sock.poll(10_000):
+        replies.append(p.decode_response(sock.recv()))
+    sock.close()
+    assert [r.id for r in replies] == ["dup"] * 3
+    refused = [r.error.message for r in replies if not r.ok]
+    assert all(m == "request id 'dup' is already in flight" for m in refused), refused
     assert client.recall("good", "drawer").results
 
 

@@ -11,10 +11,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Daemon
 from trusty_memory.client.daemon import daemon_pid
 from trusty_memory.client.sync import Client
-from trusty_memory.protocol import TrustyError
+from trusty_memory.protocol import ErrorCode, TrustyError
 
 
 def worker_pid(client: Client, service: str) -> int:
@@ -162,4 +164,42 @@ def test_idle_palace_worker_stops_and_comes_back(fresh_home):
         raise AssertionError("idle worker was not stopped")
     assert client.recall("sleepy", "nap", top_k=1).results[0].drawer_id == stored.drawer_id
     client.close()
+    d.stop()
+
+
+def test_a_corrupt_palace_file_fails_fast_by_name_and_the_others_keep_serving(fresh_home):
+    """The worker used to exit at open: the broker restarted it in a loop (11 times in 3 s)
+    while every caller waited out the 30 s deadline for 'timed out waiting for palace'."""
+    d = Daemon(fresh_home).start()
+    with Client(d.config, autostart=False) as c:
+        for name in ("broken", "fine"):
+            c.palace_create(name)
+            c.remember(name, f"a note in the {name} palace")
+    d.stop()
+    db = d.config.palace_dir("broken") / "palace.sqlite3"
+    good = db.read_bytes()
+    with db.open("r+b") as fh:
+        fh.write(b"\xff" * 100)  # SQLite's header
+    d = Daemon(fresh_home).start()
+    with Client(d.config, autostart=False) as c:
+        for call in (lambda: c.recall("broken", "note"), lambda: c.remember("broken", "new")):
+            t0 = time.monotonic()
+            with pytest.raises(TrustyError) as err:
+                call()
+            assert time.monotonic() - t0 < 5
+            assert err.value.code == ErrorCode.STORAGE_ERROR
+            assert err.value.message.startswith(f"palace file is corrupt: {db}")
+            assert "Restore it from a backup" in err.value.message
+        assert c.recall("fine", "note", top_k=1).results
+        time.sleep(2.5)
+        assert c.status()["restarts"]["palace:broken#0"] == 0
+        db.write_bytes(good)  # restored from a backup: served again without a restart
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                hits = c.recall("broken", "a note in the broken palace", top_k=1).results
+                break
+            except TrustyError:
+                time.sleep(0.5)
+        assert hits and hits[0].content == "a note in the broken palace"
     d.stop()

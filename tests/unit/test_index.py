@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -138,6 +140,36 @@ def test_snapshot_round_trip_keeps_live_set_and_prunes_older(tmp_path):
     loaded.delete(10)  # deleting a deleted label after load stays a no-op
     assert loaded.add([10], vecs[10:11]) == 1  # and reviving it works
     assert loaded.search(vecs[10], 1)[0][0] == 10
+
+
+class CutShort:
+    """hnswlib on a full disk: ``save_index`` writes part of the file and reports nothing."""
+
+    def __init__(self, raw) -> None:
+        self.raw = raw
+
+    def __getattr__(self, name: str):
+        return getattr(self.raw, name)
+
+    def save_index(self, path: str) -> None:
+        self.raw.save_index(path)
+        os.truncate(path, os.path.getsize(path) * 9 // 10)
+
+
+def test_a_snapshot_cut_short_by_a_full_disk_is_refused_and_the_good_one_kept(tmp_path):
+    vecs = random_unit_vectors(300)
+    index = make_index(vecs)
+    index.add(range(300), vecs)
+    index.save(tmp_path, seq=1)
+    index._index = CutShort(index._index)
+    with pytest.raises(OSError, match="cut short"):
+        index.save(tmp_path, seq=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "index-000000000001.hnsw",
+        "index-000000000001.json",
+    ]
+    loaded, seq = VectorIndex.load(tmp_path, DIM)
+    assert seq == 1 and loaded.live_count == 300
 
 
 def test_load_without_snapshot_returns_none(tmp_path):

@@ -34,6 +34,58 @@ def test_garbage_frames_are_malformed_not_crashes():
         assert err.value.code == p.ErrorCode.MALFORMED_FRAME
 
 
+def _deep_request(depth: int, rid: str = "r-deep") -> bytes:
+    """A request whose params hold a map nested ``depth`` levels (a few bytes per level)."""
+    deep = b"\x81\xa1a" * depth + b"\xc0"
+    params = b"\x82" + msgspec.msgpack.encode("text") + msgspec.msgpack.encode("t")
+    params += msgspec.msgpack.encode("metadata") + deep
+    head = msgspec.msgpack.encode({"id": rid, "method": "memory_remember"})
+    return bytes([head[0] + 1]) + head[1:] + msgspec.msgpack.encode("params") + params
+
+
+def test_deeply_nested_frames_are_malformed_not_recursion_errors():
+    """msgspec raises RecursionError past ~1,000 levels; it escaped every decoder, so the
+    broker answered nothing and a palace worker died on a request's params."""
+    frame = _deep_request(5000)
+    with pytest.raises(p.TrustyError) as err:
+        p.decode_request(frame)
+    assert err.value.code == p.ErrorCode.MALFORMED_FRAME
+    assert err.value.message == "malformed request frame: nested too deeply"
+    for decode in (p.decode_response, p.decode_ready):
+        with pytest.raises(p.TrustyError):
+            decode(b"\x91" * 100_000 + b"\xc0")
+    params = b"\x81" + msgspec.msgpack.encode("metadata") + b"\x81\xa1a" * 5000 + b"\xc0"
+    with pytest.raises(p.TrustyError) as err:
+        p.decode_params("memory_remember", params)
+    assert err.value.message == "memory_remember: undecodable params: nested too deeply"
+    assert p.decode_request(_deep_request(50)).id == "r-deep"  # shallow nesting is fine
+
+
+def test_strings_that_are_not_utf8_are_malformed_not_unicode_errors():
+    """msgspec raises UnicodeDecodeError (not its DecodeError) for such a string: the
+    broker answered nothing, and a palace worker died on a request's params."""
+    _, frame = p.encode_request("memory_list", palace="@@", id="r-utf8")
+    with pytest.raises(p.TrustyError) as err:
+        p.decode_request(frame.replace(b"\xa2@@", b"\xa2\xc3\x28"))
+    assert err.value.code == p.ErrorCode.MALFORMED_FRAME
+    assert "not valid UTF-8" in err.value.message
+    params = b"\x81\xa4text\xa3\xed\xa0\x80"  # an encoded lone surrogate
+    with pytest.raises(p.TrustyError) as err:
+        p.decode_params("memory_remember", params)
+    assert err.value.code == p.ErrorCode.MALFORMED_FRAME
+    assert err.value.message.startswith("memory_remember: undecodable params: a string is")
+
+
+def test_the_id_of_an_undecodable_request_is_salvaged():
+    assert p.salvage_id(_deep_request(5000, "abc")) == "abc"
+    assert p.salvage_id(_deep_request(5000, "x" * 300)) == "x" * 300  # str16 length
+    _, frame = p.encode_request("ping", id="whole")
+    assert p.salvage_id(frame[:-1]) == "whole"  # truncated after its id
+    assert p.salvage_id(msgspec.msgpack.encode({"method": "m", "id": "late"})) == "late"
+    for junk in (b"", b"\xc1", b"\x81\xa2id", b"\x81\xa2id\x05", b"\x81\xa3idx\xa1a"):
+        assert p.salvage_id(junk) == ""
+
+
 def test_error_responses_carry_code_and_message():
     resp = p.decode_response(
         p.error_response("r1", p.ErrorCode.PALACE_NOT_FOUND, "palace not found: x")

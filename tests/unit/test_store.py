@@ -442,6 +442,36 @@ def test_kg_assert_closes_prior_and_query_returns_active_only(store, palace_dir)
 # -- durability and the index as a cache -----------------------------------------------
 
 
+def test_a_full_disk_is_a_clear_error_and_writes_resume_when_space_returns(store, palace_dir):
+    """SQLITE_FULL (here from a page cap, as a full disk gives it) names the file and the
+    fix; nothing of the refused write is stored, and writing works again afterwards."""
+    kept = remember(store, "written while there was room")
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(TrustyError) as err:
+        fill(store, 200, prefix="too much")
+    assert err.value.code == ErrorCode.STORAGE_ERROR
+    message = err.value.message
+    assert message.startswith("disk full: remember_batch: cannot write ")
+    assert str(palace_dir / "palace.sqlite3") in message and "Free some space" in message
+    assert sql(palace_dir, "SELECT id FROM drawers") == [(kept,)]
+    store._conn.execute("PRAGMA max_page_count = 1000000")
+    assert len(fill(store, 200, prefix="room again")) == 200
+    assert store.info().drawer_count == store.info().index_count == 201
+
+
+def test_a_corrupt_file_is_named_with_how_to_recover(palace_dir):
+    PalaceStore.open(palace_dir, "proj", SETTINGS).close()
+    db = palace_dir / "palace.sqlite3"
+    with db.open("r+b") as fh:
+        fh.write(b"\xff" * 100)  # the header
+    with pytest.raises(TrustyError) as err:
+        PalaceStore.open(palace_dir, "proj", SETTINGS)
+    assert err.value.code == ErrorCode.STORAGE_ERROR
+    assert err.value.message.startswith(f"palace file is corrupt: {db} (file is not a database)")
+    assert "Restore it from a backup" in err.value.message
+
+
 def test_reopen_after_close_uses_the_snapshot(palace_dir, monkeypatch):
     with PalaceStore.open(palace_dir, "proj", SETTINGS) as s:
         ids = fill(s, 25)
