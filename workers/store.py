@@ -400,7 +400,15 @@ class PalaceStore(ReadStore):
 
 
 class _WriteTxn:
-    """``with store._transaction() as conn``: BEGIN, flush pending hits, body, COMMIT.
+    """``with store._transaction() as conn``: BEGIN IMMEDIATE, flush pending hits, body,
+    COMMIT (ROLLBACK on an exception). Not reentrant.
+
+    IMMEDIATE takes the write lock at BEGIN, where SQLite's busy timeout applies. A plain
+    (deferred) BEGIN took it at the first write, after the body's reads: if another
+    connection committed in between, WAL mode fails the write at once with "database is
+    locked" (a stale read snapshot cannot become a writer; no waiting helps). One writer
+    per palace makes that rare, but a worker orphaned by a killed broker still commits its
+    last batch next to its replacement, and a client saw the error in the kill test.
 
     Pending hit counts are only forgotten once the transaction that wrote them commits.
     """
@@ -408,24 +416,34 @@ class _WriteTxn:
     def __init__(self, store: PalaceStore) -> None:
         self.store = store
         self.hits: dict[int, int] = {}
-        self._atomic = store.db.atomic()
 
     def __enter__(self) -> sqlite3.Connection:
-        self._atomic.__enter__()
         conn = self.store._conn
-        self.hits = dict(self.store._pending_hits)
-        if self.hits:
-            conn.executemany(
-                "UPDATE drawers SET hits = hits + ? WHERE label = ?",
-                [(count, label) for label, count in self.hits.items()],
-            )
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.hits = dict(self.store._pending_hits)
+            if self.hits:
+                conn.executemany(
+                    "UPDATE drawers SET hits = hits + ? WHERE label = ?",
+                    [(count, label) for label, count in self.hits.items()],
+                )
+        except BaseException:
+            conn.rollback()
+            raise
         return conn
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self._atomic.__exit__(exc_type, exc, tb)
-        if exc_type is None:
-            self.store._pending_hits.subtract(self.hits)
-            self.store._pending_hits = +self.store._pending_hits  # drop zeros
+        conn = self.store._conn
+        if exc_type is not None:
+            conn.rollback()  # a no-op if the error already ended the transaction
+            return False
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        self.store._pending_hits.subtract(self.hits)
+        self.store._pending_hits = +self.store._pending_hits  # drop zeros
         return False
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
+import threading
 import uuid
 from pathlib import Path
 
@@ -470,6 +471,25 @@ def test_a_corrupt_file_is_named_with_how_to_recover(palace_dir):
     assert err.value.code == ErrorCode.STORAGE_ERROR
     assert err.value.message.startswith(f"palace file is corrupt: {db} (file is not a database)")
     assert "Restore it from a backup" in err.value.message
+
+
+def test_a_second_writer_waits_for_the_first_instead_of_failing(store, palace_dir):
+    """With a deferred BEGIN, a transaction that read before another connection committed
+    failed its first write at once with "database is locked" (WAL cannot turn a stale
+    reader into a writer); seen when an orphaned worker committed beside its replacement."""
+    remember(store, "already there")
+    other = PalaceStore.open(palace_dir, "proj", SETTINGS)
+    written: list[str] = []
+    with store._transaction() as conn:
+        conn.execute("SELECT count(*) FROM drawers").fetchone()  # a read, then ...
+        t = threading.Thread(target=lambda: written.append(remember(other, "the other's")))
+        t.start()
+        t.join(0.3)  # ... the other writer tries to commit meanwhile
+        conn.execute("UPDATE drawers SET importance = 0.9")  # ... then this write
+    t.join(10)
+    other.close()
+    assert len(written) == 1
+    assert sql(palace_dir, "SELECT count(*) FROM drawers") == [(2,)]
 
 
 def test_reopen_after_close_uses_the_snapshot(palace_dir, monkeypatch):
