@@ -25,6 +25,8 @@ import sys
 import time
 from collections import deque
 
+from trusty_memory.home import pid_alive
+
 SPAWN_TIMEOUT_S = 2.0  # a ready template forks in milliseconds
 
 
@@ -48,7 +50,7 @@ class ForkedProcess:
         orphan = self.returncode is None and (
             self._generation != self._template.generation or not self._template.alive()
         )
-        if orphan and not _pid_alive(self.pid):
+        if orphan and not pid_alive(self.pid):
             # Its template died, and its exit code with it: the kernel still knows if it lives.
             self.returncode = -signal.SIGKILL
         return self.returncode
@@ -178,13 +180,3 @@ class Template:
             else:
                 self._replies.append(message)
         return True
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

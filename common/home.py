@@ -103,15 +103,22 @@ def hold_lock(home: Path) -> int:
     """
     home.mkdir(parents=True, exist_ok=True)
     fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + LOCK_RETRY_S
+    if not flock_within(fd, LOCK_RETRY_S):
+        os.close(fd)
+        raise AlreadyRunning(f"a daemon already runs for {home}")
+    return fd
+
+
+def flock_within(fd: int, wait_s: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd``, retrying for up to ``wait_s``; False if held."""
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
+            return True
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                os.close(fd)
-                raise AlreadyRunning(f"a daemon already runs for {home}") from None
+                return False
             time.sleep(0.02)
 
 

@@ -24,12 +24,10 @@ not hold exactly the drawers SQLite holds, the index is rebuilt from the stored 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import sqlite3
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +38,7 @@ import numpy as np
 
 from trusty_memory import names
 from trusty_memory.config import PalaceSettings
+from trusty_memory.home import flock_within
 from trusty_memory.logs import get_logger
 from trusty_memory.protocol import (
     ErrorCode,
@@ -76,20 +75,14 @@ def hold_writer_lock(palace_dir: Path, name: str, wait_s: float) -> int:
     the fd to keep open; raises ``STORAGE_ERROR`` if the lock is still held after ``wait_s``.
     """
     fd = os.open(palace_dir / WRITER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise TrustyError(
-                    ErrorCode.STORAGE_ERROR,
-                    f"palace {name}: another process still writes it (holds"
-                    f" {palace_dir / WRITER_LOCK}) after {wait_s:.0f}s",
-                ) from None
-            time.sleep(0.02)
+    if not flock_within(fd, wait_s):
+        os.close(fd)
+        raise TrustyError(
+            ErrorCode.STORAGE_ERROR,
+            f"palace {name}: another process still writes it (holds"
+            f" {palace_dir / WRITER_LOCK}) after {wait_s:.0f}s",
+        )
+    return fd
 
 
 @dataclass

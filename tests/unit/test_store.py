@@ -473,23 +473,36 @@ def test_a_corrupt_file_is_named_with_how_to_recover(palace_dir):
     assert "Restore it from a backup" in err.value.message
 
 
-def test_a_second_writer_waits_for_the_first_instead_of_failing(store, palace_dir):
+def test_another_connection_writing_waits_for_the_writer_instead_of_failing(store, palace_dir):
     """With a deferred BEGIN, a transaction that read before another connection committed
     failed its first write at once with "database is locked" (WAL cannot turn a stale
-    reader into a writer); seen when an orphaned worker committed beside its replacement."""
+    reader into a writer). Only one writer process opens a palace (writer.lock), but any
+    other SQLite connection (a tool, a restore) must not make an acknowledged write fail."""
     remember(store, "already there")
-    other = PalaceStore.open(palace_dir, "proj", SETTINGS)
-    written: list[str] = []
+    written: list[int] = []
+
+    def other_writer() -> None:
+        conn = sqlite3.connect(palace_dir / "palace.sqlite3", timeout=10)
+        try:
+            with conn:
+                conn.execute(
+                    "INSERT INTO triples (subject, predicate, object, valid_from, confidence)"
+                    " VALUES ('a', 'b', 'c', '2026-01-01T00:00:00Z', 1.0)"
+                )
+            written.append(1)
+        finally:
+            conn.close()
+
     with store._transaction() as conn:
         conn.execute("SELECT count(*) FROM drawers").fetchone()  # a read, then ...
-        t = threading.Thread(target=lambda: written.append(remember(other, "the other's")))
+        t = threading.Thread(target=other_writer)
         t.start()
-        t.join(0.3)  # ... the other writer tries to commit meanwhile
+        t.join(0.3)  # ... the other connection tries to commit meanwhile
         conn.execute("UPDATE drawers SET importance = 0.9")  # ... then this write
     t.join(10)
-    other.close()
-    assert len(written) == 1
-    assert sql(palace_dir, "SELECT count(*) FROM drawers") == [(2,)]
+    assert written == [1]
+    assert sql(palace_dir, "SELECT count(*) FROM triples") == [(1,)]
+    assert sql(palace_dir, "SELECT importance FROM drawers") == [(0.9,)]
 
 
 def test_reopen_after_close_uses_the_snapshot(palace_dir, monkeypatch):
