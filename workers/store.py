@@ -102,6 +102,8 @@ class _NewDrawer:
 class PalaceStore(ReadStore):
     """A palace's writer: the read side plus every write. One process per palace."""
 
+    _writer_lock: int | None = None  # the fd of writer.lock, held from open to close
+
     # -- opening -------------------------------------------------------------------
 
     @classmethod
@@ -121,7 +123,7 @@ class PalaceStore(ReadStore):
         if not exists and not create:
             raise TrustyError(ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
         palace_dir.mkdir(parents=True, exist_ok=True)
-        lock = hold_writer_lock(palace_dir, name, getattr(settings, "writer_lock_wait_s", 15.0))
+        lock = hold_writer_lock(palace_dir, name, settings.writer_lock_wait_s)
         try:
             store = cls._open_locked(palace_dir, name, settings, dim, description)
         except BaseException:
@@ -381,9 +383,9 @@ class PalaceStore(ReadStore):
         finally:
             self._closed = True
             self.db.close()
-            lock, self._writer_lock = getattr(self, "_writer_lock", None), None
-            if lock is not None:
-                os.close(lock)
+            if self._writer_lock is not None:
+                os.close(self._writer_lock)
+                self._writer_lock = None
 
     def __enter__(self) -> PalaceStore:
         return self
