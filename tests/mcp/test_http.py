@@ -132,7 +132,8 @@ def test_http_companion_serves_the_same_tools(raw_serve, mcp_home):
     assert wait_for(lambda: _listening(port), 10)
     assert _listening(port) == ["0100007F"]  # bound to 127.0.0.1 only
     token = _token(mcp_home)
-    assert f"Bearer {token}" in s.stderr_text()  # printed at start
+    # printed at start (the file is written just before the line reaches stderr)
+    assert wait_for(lambda: f"Bearer {token}" in s.stderr_text(), 10), s.stderr_text()
     init, tools, error = asyncio.run(_http_session(f"http://127.0.0.1:{port}/mcp", token))
     assert init.server_info.name == "trusty-memory"
     # the SDK client model drops unknown fields: look at the wire for default_palace
