@@ -143,6 +143,7 @@ class Broker:
             self.supervisor.ensure(p.EMBEDDER_SERVICE, slot)
         if self.config.dreamer.enabled:
             self.supervisor.ensure(p.DREAMER_SERVICE)
+        self.supervisor.ensure(p.MCP_HOST_SERVICE)
         while self.running:
             events = dict(self.poller.poll(int(TICK_S * 1000)))
             if self.backend in events:
@@ -344,6 +345,14 @@ class Broker:
                 (c.pid for c in self.supervisor.children.values() if c.service == "dreamer"),
                 None,
             ),
+            "mcp_host_pid": next(
+                (
+                    c.pid
+                    for c in self.supervisor.children.values()
+                    if c.service == p.MCP_HOST_SERVICE
+                ),
+                None,
+            ),
             "template": self.template_status(),
         }
 
@@ -461,10 +470,10 @@ class Broker:
             self.stop_idle_palaces(now)
 
     def wanted_back(self, child) -> bool:
-        """Embedders and the dreamer always come back. A palace writer only with work
+        """Embedders, the dreamer and the MCP host always come back. A palace writer only with work
         waiting (an idle palace stays asleep); a reader while its writer lives and its
         slot is still wanted (not retired by ``scale``, not stopped with the palace)."""
-        if child.service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE):
+        if child.service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE, p.MCP_HOST_SERVICE):
             return True
         service = self.service(child.service)
         if child.slot == 0:
@@ -541,6 +550,7 @@ class Broker:
         for service in self.services.values():
             self.disconnect_service(service)
         self.supervisor.terminate(p.DREAMER_SERVICE)
+        self.supervisor.terminate(p.MCP_HOST_SERVICE)
         for child in self.supervisor.children.values():
             child.stopping = True
         self.supervisor.shutdown(grace_s)

@@ -62,6 +62,7 @@ def run_daemon(config: Config | None = None) -> int:
             backend=config.backend,
             home=str(config.home),
             version=__version__,
+            mcp=str(config.mcp_socket),
         ),
     )
 

@@ -52,6 +52,8 @@ def argv_for(service: str, slot: int = 0) -> list[str]:
         return [sys.executable, "-m", "trusty_memory.workers.embedder"]
     if service == p.DREAMER_SERVICE:
         return [sys.executable, "-m", "trusty_memory.dreamer", "--supervised"]
+    if service == p.MCP_HOST_SERVICE:
+        return [sys.executable, "-m", "trusty_memory.client.mcp_host"]
     if service.startswith(p.PALACE_SERVICE_PREFIX):
         palace = service[len(p.PALACE_SERVICE_PREFIX) :]
         # One argument, ``--palace=NAME``: a name may start with '-' ("-x", "--help"),
@@ -146,8 +148,8 @@ class Supervisor:
                 self._spawn(child)
 
     def terminate(self, service: str) -> None:
-        """SIGTERM the children of ``service`` (a client child, e.g. the dreamer, is not
-        reached by the workers' ``W_DISCONNECT``)."""
+        """SIGTERM the children of ``service`` (a client child, the dreamer or the MCP
+        host, is not reached by the workers' ``W_DISCONNECT``)."""
         for child in self.children.values():
             if child.service == service and child.running:
                 child.stopping = True

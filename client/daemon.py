@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
-import sys
-import threading
 import time
 
 import zmq
 
 from trusty_memory import home
 from trusty_memory import protocol as p
+from trusty_memory.client.spawn import spawn_daemon
 from trusty_memory.config import Config
 
 
@@ -69,26 +67,6 @@ def ping(config: Config, timeout_s: float = 1.0) -> bool:
         return False
     finally:
         sock.close(linger=0)
-
-
-def spawn_daemon(config: Config) -> subprocess.Popen:
-    """Start a detached daemon whose logs go to ``logs/daemon.log``."""
-    config.ensure_dirs()
-    fd = os.open(config.log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    log = os.fdopen(fd, "ab")  # handed to the child
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.broker"],
-        umask=0o077,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        start_new_session=True,
-        close_fds=True,
-    )
-    log.close()
-    # Reap it whenever it exits so a long-lived starter never collects a zombie.
-    threading.Thread(target=proc.wait, daemon=True, name="reap-daemon").start()
-    return proc
 
 
 def ensure_daemon(config: Config, timeout_s: float = 30.0) -> None:

@@ -134,7 +134,9 @@ class StdioEdge:
         self._stdin_fd = stdin_fd
         self._stdout_fd = stdout_fd
         self.log = log or (lambda event, fields: None)
-        self._lock = threading.Lock()
+        # Reentrant: attach() replays waiting messages to the sink under the lock (so they
+        # keep their order), and a sink may answer one at once through emit().
+        self._lock = threading.RLock()
         self._sink: Sink | None = None
         self._pending: list[Any] = []  # messages (and EOF) waiting for attach()
         self._inflight: set[str] = set()  # ids forwarded to the SDK, not yet answered
@@ -373,3 +375,24 @@ class StdioEdge:
                 return
             sink = self._sink
         sink(message)
+
+
+# --------------------------------------------------------------------------------------
+# Shutdown timing, the same in relay and direct mode.
+
+GRACE_S = 1.5  # in-flight calls get this long after SIGTERM/SIGINT; the contract allows 2 s
+HARD_EXIT_S = 1.9  # after a signal, exit 0 by then whatever is still running (a stuck thread)
+EOF_DRAIN_S = 120.0  # after stdin EOF, requests already read may still finish (model loads)
+
+
+def exit_after(seconds: float, edge: StdioEdge) -> None:
+    """Exit 0 after ``seconds`` even if some thread (a daemon start-up, a blocked call)
+    would hold the interpreter: the contract promises exit within 2 s of a signal."""
+
+    def hard_exit() -> None:
+        edge.close(timeout=0.05)
+        os._exit(0)
+
+    timer = threading.Timer(seconds, hard_exit)
+    timer.daemon = True
+    timer.start()

@@ -144,6 +144,11 @@ class Config:
         return self.broker.backend or f"ipc://{self.run_dir / 'back.sock'}"
 
     @property
+    def mcp_socket(self) -> Path:
+        """The MCP host's Unix socket (``client/mcp_host.py``), beside the broker's."""
+        return self.run_dir / "mcp.sock"
+
+    @property
     def start_lock(self) -> Path:
         """Starters queue here; in the home, so every environment queues on one file."""
         return self.home / "start.lock"
@@ -178,6 +183,12 @@ def _typed(default: Any, value: Any) -> Any:
     if isinstance(default, bool) and isinstance(value, str):
         return value.strip().lower() not in ("0", "false", "no", "off", "")
     return type(default)(value)
+
+
+def env_flag(name: str) -> bool:
+    """An on/off environment variable read as settings are: unset, "", "0", "false",
+    "no" and "off" are off."""
+    return _typed(False, os.environ.get(name, ""))
 
 
 def _run_dir(home: Path) -> Path:

@@ -51,6 +51,7 @@ class DaemonRecord:
     backend: str
     home: str
     version: str
+    mcp: str = ""  # the MCP host's Unix socket (path), where ``serve`` relays sessions
 
 
 # -- private files ---------------------------------------------------------------------

@@ -48,6 +48,7 @@ W_COMMANDS = {W_READY, W_REQUEST, W_REPLY, W_HEARTBEAT, W_DISCONNECT}
 
 EMBEDDER_SERVICE = "embedder"
 DREAMER_SERVICE = "dreamer"  # a supervised child, not a worker: it is a client
+MCP_HOST_SERVICE = "mcp-host"  # likewise: runs the MCP SDK for every relayed serve session
 PALACE_SERVICE_PREFIX = "palace:"
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from tests.conftest import Daemon
 from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in, tool_json
+from trusty_memory.client.sync import Client
 
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 HIT_KEYS = ["drawer_id", "content", "score", "layer", "tags", "importance"]
@@ -234,9 +236,21 @@ def test_no_torch_in_the_serve_process(home, tmp_path):
     finally:
         s.kill()
     modules = set(modules_file.read_text().split())
-    assert "mcp" in modules and "zmq" in modules  # the hook saw a full session
-    for heavy in ("torch", "sentence_transformers", "transformers", "hnswlib", "numpy"):
+    assert "trusty_memory.client.mcp_relay" in modules  # the hook saw a relayed session
+    # The relay is the standard library: the SDK, pydantic and ZeroMQ live in the daemon's
+    # MCP host, and the model stack in its embedders.
+    for heavy in ("mcp", "pydantic", "zmq", "asyncio", "torch", "sentence_transformers",
+                  "transformers", "hnswlib", "numpy"):  # fmt: skip
         assert heavy not in modules, heavy
+
+
+def test_the_mcp_host_holds_the_sdk_but_not_the_model(home):
+    with Client(Daemon(home).config) as c:
+        host_pid = c.status()["mcp_host_pid"]
+    assert host_pid
+    maps = Path(f"/proc/{host_pid}/maps").read_text()
+    assert "pydantic_core" in maps  # the SDK's validation runs here
+    assert "libtorch" not in maps and "onnxruntime" not in maps
 
 
 def test_autostart_in_a_fresh_home_answers_initialize_at_once():

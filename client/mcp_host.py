@@ -1,0 +1,162 @@
+"""The daemon's MCP host: the SDK, once, for every relayed ``serve`` session.
+
+Each ``serve`` an agent spawns is a small relay (``mcp_relay.py``); the MCP SDK, pydantic
+and the daemon client live here, in one process the daemon supervises like the dreamer
+(restarted if it dies; a relay then answers its in-flight requests with an error and
+reconnects). Eight sessions used to cost eight copies of the SDK.
+
+It listens on a Unix socket in the daemon's private run directory (recorded in the home's
+``daemon.json`` as ``mcp``), accepts connections from the same user only, and runs one
+SDK session per connection. A connection starts with the relay's hello line
+(``{"palace", "initialize", "initialized"}``): the host creates the session with that
+``--palace`` default and replays the client's handshake into it, dropping the SDK's
+answer (the relay's edge already answered the client). Then JSON-RPC lines flow both ways.
+Every session shares one daemon client, so a session's write and its next read go through
+the same read-your-writes tracker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from typing import Any
+
+from trusty_memory.client.mcp_stdio import MAX_LINE_BYTES
+
+HANDSHAKE_ID = "trusty-memory-relay-handshake"  # the replayed initialize; its answer is dropped
+PARENT_CHECK_S = 1.0
+
+
+class Host:
+    """Accepts relay connections and runs an SDK session for each."""
+
+    def __init__(self, config: Any, log: Any) -> None:
+        from trusty_memory.client.aio import AsyncClient
+
+        self.config = config
+        self.log = log
+        self.client = AsyncClient(config, autostart=False)  # the daemon is our parent
+        self.sessions = 0
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        path = self.config.mcp_socket
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a crashed host's socket: the daemon lock makes it ours
+        server = await asyncio.start_unix_server(
+            self.on_connection, path=str(path), limit=MAX_LINE_BYTES + 4096
+        )
+        os.chmod(path, 0o600)
+        self.log.info("mcp host listening", socket=str(path))
+        async with server:
+            await stop.wait()
+        await self.client.close()
+
+    async def on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        if not same_user(writer.get_extra_info("socket")):
+            self.log.warning("refused a connection from another user")
+            writer.close()
+            return
+        self.sessions += 1
+        try:
+            await self.run_session(reader, writer)
+        except Exception:
+            self.log.exception("mcp session failed")
+        finally:
+            self.sessions -= 1
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def run_session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from trusty_memory import __version__
+        from trusty_memory.client.mcp_session import FrontEnd, SdkSession, build_server
+
+        hello = json.loads(await reader.readline() or b"null")
+        if not isinstance(hello, dict):
+            return
+        front = FrontEnd(hello.get("palace"), self.log, client=self.client)
+
+        def send(message: dict[str, Any]) -> None:
+            if message.get("id") == HANDSHAKE_ID:
+                return  # the replayed handshake: the client already has its answer
+            writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+        session = SdkSession(build_server(front, __version__), send, self.log)
+        if hello.get("initialize") is not None:
+            session.feed(
+                {"jsonrpc": "2.0", "id": HANDSHAKE_ID, "method": "initialize",
+                 "params": hello["initialize"]}
+            )  # fmt: skip
+        if hello.get("initialized"):
+            session.feed({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        running = asyncio.create_task(session.run())
+        front.start_background()
+        try:
+            while line := await reader.readline():
+                with contextlib.suppress(ValueError):
+                    message = json.loads(line)
+                    if isinstance(message, dict):
+                        session.feed(message)
+        finally:
+            # The relay has gone (its client closed stdin and every answer it waited for
+            # came back, or it died): nobody is left to answer.
+            await session.close_input()
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await front.close()
+
+
+def same_user(sock: socket.socket | None) -> bool:
+    """True if the peer of a Unix socket runs as our user (SO_PEERCRED)."""
+    if sock is None:
+        return False
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+async def main_async() -> int:
+    from trusty_memory.config import load_config
+    from trusty_memory.logs import setup_logging
+
+    log = setup_logging("mcp-host", default_level="info")
+    host = Host(load_config(), log)
+    import mcp.server.lowlevel  # noqa: F401  (the SDK, loaded before the first session)
+
+    # Start-up's objects (the SDK, pydantic's schemas) live as long as we do: out of the
+    # collector's sight, a full collection no longer stalls a session's request on them.
+    gc.collect()
+    gc.freeze()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    parent = os.getppid()
+
+    async def watch_parent() -> None:
+        while os.getppid() == parent:
+            await asyncio.sleep(PARENT_CHECK_S)
+        log.info("daemon gone; stopping")
+        stop.set()
+
+    watcher = asyncio.create_task(watch_parent())
+    await host.serve(stop)
+    watcher.cancel()
+    return 0
+
+
+def main() -> int:
+    return asyncio.run(main_async())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

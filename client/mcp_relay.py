@@ -1,0 +1,412 @@
+"""``serve``'s stdio side when the daemon is local: a relay to the daemon's MCP host.
+
+Why a relay: an agent host spawns one ``serve`` per session, and each used to load the MCP
+SDK and pydantic itself, about 70 MB and half a second per session. Now the SDK runs once
+per daemon, in the MCP host (``mcp_host.py``), and ``serve`` is this: the stdio edge
+(``mcp_stdio.py``: framing, the instant ``initialize``, contract spellings) plus a line
+pipe to the host over a private Unix socket. The standard library only, so a session
+costs what a bare interpreter costs.
+
+What the relay answers itself, without the daemon:
+
+* ``initialize``: the edge answers at once, as before; the relay remembers the client's
+  parameters and hands them to the host in its hello, so a (re)connected host session is
+  initialised the same way.
+* ``ping`` and a plain ``tools/list`` once the session is initialised: the tool table is
+  plain data (``mcp_tools.py``) and a test holds these answers equal to the SDK's, for
+  every protocol revision. So a session that only lists tools starts no daemon, and
+  ``tools/list`` comes back in milliseconds after spawn.
+
+Everything else (``tools/call``, unusual forms of the above, notifications, the client's
+answers) goes to the host, in order, on one connection. The first message that needs the
+daemon starts it if none runs (one line on stderr says so: the first start loads the
+embedding model). If the connection drops, every request still waiting on it is answered
+with an error (never left hanging) and the next one reconnects.
+
+Wire to the host: a stream of JSON lines. The relay's first line is a hello, ``{"palace":
+..., "initialize": params or null, "initialized": bool}``; then JSON-RPC messages both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from trusty_memory.client.mcp_stdio import (
+    EOF,
+    EOF_DRAIN_S,
+    GRACE_S,
+    HARD_EXIT_S,
+    INTERNAL_ERROR,
+    MAX_LINE_BYTES,
+    StdioEdge,
+    _id_key,
+    error_message,
+    exit_after,
+)
+
+START_TIMEOUT_S = 60.0  # a daemon start, model preparation included
+
+
+_VERBOSITY = {"trace": 10, "debug": 10, "info": 20, "warn": 30, "warning": 30, "error": 40}
+
+
+def _level_wanted() -> int:
+    """The most verbose level ``TRUSTY_MEMORY_LOG``/``RUST_LOG`` name (as in ``logs.py``,
+    whose import this avoids); warn by default."""
+    spec = (os.environ.get("TRUSTY_MEMORY_LOG") or os.environ.get("RUST_LOG") or "warn").lower()
+    named = [_VERBOSITY.get(part.split("=")[-1].strip(), 50) for part in spec.split(",")]
+    return min(named, default=30)
+
+
+class LazyLog:
+    """The relay's log: structlog is imported only when something is logged, so a quiet
+    session never loads it; lower levels only when the environment asks for them."""
+
+    def __init__(self, palace: str | None) -> None:
+        self.palace = palace
+        level = _level_wanted()
+        self.debug_on = level <= 10
+        self.info_on = level <= 20
+        self._log: Any = None
+
+    def _get(self) -> Any:
+        if self._log is None:
+            from trusty_memory.logs import setup_logging
+
+            self._log = setup_logging("serve").bind(default_palace=self.palace)
+        return self._log
+
+    def debug(self, event: str, **fields: Any) -> None:
+        if self.debug_on:
+            self._get().debug(event, **fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        if self.info_on:
+            self._get().info(event, **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._get().warning(event, **fields)
+
+
+class HostUnavailable(Exception):
+    """No MCP host could be reached (the message says why, for the client)."""
+
+
+class HostStarting(HostUnavailable):
+    """The daemon runs but its MCP host does not answer yet (it may be starting)."""
+
+
+def plain_list_or_ping(message: dict[str, Any]) -> bool:
+    """A ``ping`` or ``tools/list`` whose answer cannot depend on the SDK's validation."""
+    if message.get("method") not in ("ping", "tools/list"):
+        return False
+    params = message.get("params")
+    if params is None or params == {}:
+        return True
+    return (
+        message["method"] == "tools/list"
+        and isinstance(params, dict)
+        and set(params) == {"cursor"}
+        and isinstance(params["cursor"], str)
+    )
+
+
+class HostLink:
+    """One connection to the MCP host: lines out under a lock, a thread reading lines in."""
+
+    def __init__(self, sock: socket.socket, on_message, on_closed) -> None:
+        self.sock = sock
+        self._send_lock = threading.Lock()
+        self.closed = False
+        self._on_message = on_message
+        self._on_closed = on_closed
+        threading.Thread(target=self._read_loop, name="mcp-host-in", daemon=True).start()
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+        with self._send_lock:
+            self.sock.sendall(data)
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _read_loop(self) -> None:
+        with self.sock.makefile("rb") as lines:
+            try:
+                while raw := lines.readline(MAX_LINE_BYTES + 1):
+                    try:
+                        message = json.loads(raw)
+                    except ValueError:
+                        continue
+                    self._on_message(message)
+            except OSError:
+                pass
+        self.closed = True
+        self.sock.close()
+        self._on_closed(self)
+
+
+class Relay:
+    """Routes the edge's messages: answered here, or forwarded to the host in order."""
+
+    def __init__(self, edge: StdioEdge, palace: str | None, log: LazyLog) -> None:
+        self.edge = edge
+        self.palace = palace
+        self.log = log
+        self.init_params: dict[str, Any] | None = None  # the client's initialize
+        self.initialized = False  # the client sent notifications/initialized
+        self.link: HostLink | None = None
+        self._lock = threading.Lock()  # guards _inflight
+        self._connect_lock = threading.Lock()  # one connection attempt at a time
+        # forwarded, unanswered: key -> (id, label, when sent)
+        self._inflight: dict[str, tuple[Any, str, float]] = {}
+        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.stdin_closed = threading.Event()
+        self._announced_start = False
+
+    # -- from the edge (its reader thread) ----------------------------------------------
+
+    def sink(self, message: Any) -> None:
+        if message is EOF:
+            self._outbox.put(EOF)
+            return
+        method = message.get("method")
+        if method == "initialize" and "id" in message:
+            self.init_params = message.get("params")
+        elif method == "notifications/initialized":
+            self.initialized = True
+        elif method == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                with self._lock:  # a cancelled request gets no answer, not even on a drop
+                    self._inflight.pop(_id_key(params["requestId"]), None)
+        elif self.init_params is not None and "id" in message and plain_list_or_ping(message):
+            self.edge.emit({"jsonrpc": "2.0", "id": message["id"], "result": self._local(method)})
+            return
+        self._outbox.put(message)
+
+    def _local(self, method: str) -> dict[str, Any]:
+        if method == "ping":
+            return {}
+        from trusty_memory.client.mcp_tools import tool_definitions
+
+        return {"tools": tool_definitions(self.palace)}
+
+    # -- the forwarder thread -------------------------------------------------------------
+
+    def forward_loop(self) -> None:
+        """Hand messages to the host in stdin order; connect (or start the daemon) on need."""
+        while (message := self._outbox.get()) is not EOF:
+            try:
+                self._forward(message)
+            except Exception as exc:  # a bug costs one message, never the session
+                self.log.warning("relay failed a message", error=repr(exc))
+        self.stdin_closed.set()
+
+    def _forward(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        is_request = "id" in message and method is not None
+        if self.link is None or self.link.closed:
+            if not is_request or method == "initialize":
+                return  # folded into the next hello, or moot without a host session
+            try:
+                self._connect(start=True)
+            except HostUnavailable as exc:
+                text = f"{_label(message)}: {exc}"
+                self.edge.emit(error_message(message["id"], INTERNAL_ERROR, text))
+                return
+        if is_request:
+            with self._lock:
+                entry = (message["id"], _label(message), time.perf_counter())
+                self._inflight[_id_key(message["id"])] = entry
+        try:
+            self.link.send(message)
+        except OSError:
+            self.link.close()  # the reader thread settles what was in flight
+
+    def connect_if_running(self) -> None:
+        """At start-up: join a daemon that already runs (never start one), so the first
+        tool call pays no connection set-up."""
+        try:
+            self._connect(start=False)
+        except HostUnavailable:
+            pass
+
+    def _connect(self, start: bool) -> None:
+        with self._connect_lock:
+            if self.link is not None and not self.link.closed:
+                return
+            sock = open_host(start, self._announce_start)
+            link = HostLink(sock, self._from_host, self._host_closed)
+            hello = {"palace": self.palace, "initialize": self.init_params}
+            link.send({**hello, "initialized": self.initialized})
+            self.link = link
+        self.log.debug("relaying to the daemon's MCP host")
+
+    def _announce_start(self) -> None:
+        if not self._announced_start:
+            self._announced_start = True
+            print(
+                "trusty-memory: starting the daemon (the first start prepares the embedding"
+                " model, which can take a minute)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    # -- from the host (the link's reader thread) -----------------------------------------
+
+    def _from_host(self, message: dict[str, Any]) -> None:
+        if "id" in message and ("result" in message or "error" in message):
+            with self._lock:
+                entry = self._inflight.pop(_id_key(message["id"]), None)
+            if entry is not None and self.log.debug_on:
+                ms = round((time.perf_counter() - entry[2]) * 1e3, 1)
+                self.log.debug("answered", request=entry[1], ms=ms, error="error" in message)
+        self.edge.emit(message)
+
+    def _host_closed(self, link: HostLink) -> None:
+        with self._lock:
+            lost, self._inflight = self._inflight, {}
+        if lost:
+            self.log.warning("connection to the MCP host lost", unanswered=len(lost))
+        for rid, label, _sent in lost.values():
+            text = f"{label}: the connection to the daemon was lost; try again"
+            self.edge.emit(error_message(rid, INTERNAL_ERROR, text))
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.close()
+
+
+def _label(message: dict[str, Any]) -> str:
+    """How an error names the request: the tool for ``tools/call``, else the method."""
+    params = message.get("params")
+    if message.get("method") == "tools/call" and isinstance(params, dict):
+        return str(params.get("name"))
+    return str(message.get("method"))
+
+
+# --------------------------------------------------------------------------------------
+# Finding (or starting) the daemon's MCP host.
+
+
+def open_host(start: bool, announce: Callable[[], None]) -> socket.socket:
+    """A connected socket to the MCP host of this home's daemon.
+
+    With ``start``, a daemon is started when none runs (under the home's start lock, as
+    every client does; ``announce()`` is called if this call starts it), and a host that
+    is still starting up is waited for. Without, one attempt is made.
+    """
+    from trusty_memory import home
+    from trusty_memory.config import load_config
+
+    config = load_config()
+    record = home.live_daemon(config.home)
+    if record is None:
+        if not start:
+            raise HostUnavailable("no daemon runs")
+        record = _start_daemon(config, announce)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            return _connect_record(record)
+        except HostStarting:
+            if not start or time.monotonic() > deadline:
+                raise
+            if home.live_daemon(config.home) is None:
+                raise HostUnavailable(
+                    "the daemon stopped while its MCP host was starting"
+                ) from None
+            time.sleep(0.05)
+
+
+def _start_daemon(config: Any, announce: Callable[[], None]) -> Any:
+    """Start a daemon unless another starter beats us to it; its record once it is live."""
+    import fcntl
+
+    from trusty_memory import home
+    from trusty_memory.client.spawn import spawn_daemon
+
+    config.ensure_dirs()
+    with os.fdopen(os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600), "r+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = None
+        if home.live_daemon(config.home) is None:
+            announce()
+            proc = spawn_daemon(config)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            record = home.live_daemon(config.home)
+            if record is not None:
+                return record
+            if proc is not None and proc.poll() not in (None, 0):
+                break
+            time.sleep(0.05)
+    raise HostUnavailable(
+        f"the daemon did not start within {START_TIMEOUT_S:.0f}s;"
+        f" see {config.log_dir / 'daemon.log'}"
+    )
+
+
+def _connect_record(record) -> socket.socket:
+    if not record.mcp:
+        raise HostUnavailable(
+            f"the running daemon (version {record.version}) has no MCP host;"
+            " restart it with 'trusty-memory stop'"
+        )
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(record.mcp)
+    except OSError as exc:
+        sock.close()
+        raise HostStarting(f"the daemon's MCP host is not reachable: {exc.strerror}") from None
+    return sock
+
+
+# --------------------------------------------------------------------------------------
+# The process.
+
+
+def run_relay(edge: StdioEdge, palace: str | None) -> int:
+    """Relay stdio to the host until EOF (requests already read finish) or a signal."""
+    log = LazyLog(palace)
+    edge.log = lambda event, fields: log.warning(event, **fields)
+    relay = Relay(edge, palace, log)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        edge.stop_reading()
+        stop.set()
+        exit_after(HARD_EXIT_S, edge)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    forwarder = threading.Thread(target=relay.forward_loop, name="mcp-forward", daemon=True)
+    forwarder.start()
+    edge.attach(relay.sink)
+    log.info("serving MCP on stdio", mode="relay")
+    relay.connect_if_running()
+    while not (relay.stdin_closed.is_set() or stop.is_set()):
+        stop.wait(0.05)
+    deadline = time.monotonic() + (GRACE_S if stop.is_set() else EOF_DRAIN_S)
+    while edge.inflight() and time.monotonic() < deadline:
+        if stop.is_set():
+            deadline = min(deadline, time.monotonic() + GRACE_S)
+        time.sleep(0.01)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)  # a late signal must not turn exit 0 into death
+    relay.close()
+    return 0
