@@ -84,11 +84,12 @@ def _export_tools(config: Config) -> Check:
     from trusty_memory.workers import export_tools
 
     env = export_tools.env_dir()
-    shared = f"; shared environment {env} ({_mb(_du(env))})" if env.is_dir() else ""
+    shared = f"shared environment {env} ({_mb(_du(env))})" if env.is_dir() else ""
     if export_tools.available_here():
-        return ("export tools", True, f"installed here (torch, sentence-transformers){shared}")
+        here = "installed here (torch, sentence-transformers)"
+        return ("export tools", True, f"{here}; also a {shared}" if shared else here)
     if export_tools.env_ready():
-        return ("export tools", True, f"not here; in the shared environment{shared[1:]}")
+        return ("export tools", True, f"not here: in the {shared}")
     return ("export tools", True, "not installed: only needed to compile the model (setup"
                                   " installs them once per machine)")  # fmt: skip
 

@@ -56,7 +56,8 @@ class MiniLMEmbedder:
 
             root = self.cache_root or compiled_model.default_cache_root()
             log = self.log or get_logger()
-            self._model = compiled_model.ensure(root, log, self.threads, self.progress)
+            progress = self.progress or (lambda step: log.info("preparing the model", step=step))
+            self._model = compiled_model.ensure(root, log, self.threads, progress)
             self._compiled = self._model is not None
         if self._model is None:
             self._model = self._library()

@@ -79,7 +79,7 @@ def python(progress: Progress, directory: Path | None = None) -> str:
 def _install(directory: Path, progress: Progress) -> None:
     progress(
         f"installing the model's export tools into {directory} (torch CPU build,"
-        " sentence-transformers, onnx: ~1.4 GB, once per machine)"
+        " sentence-transformers, onnx: ~1.5 GB, once per machine)"
     )
     shutil.rmtree(directory, ignore_errors=True)  # a half-made one from a killed install
     directory.mkdir(parents=True)
