@@ -72,10 +72,13 @@ def _model_cache(config: Config) -> Check:
         )
     if others:
         older = sum(1 for e in others if e["format"] != compiled_model.FORMAT)
+        kinds = [f"{older} from older versions"] if older else []
+        if len(others) > older:
+            kinds.append(f"{len(others) - older} for other library versions")
         detail += (
             f"; {len(others)} other entries, {_mb(sum(e['bytes'] for e in others))}"
-            f" ({older} from older versions, the rest another install's libraries): removed"
-            " after 30 days unused, or now by `trusty-memory setup --clean`"
+            f" ({', '.join(kinds)}): removed after 30 days unused, or now by"
+            " `trusty-memory setup --clean`"
         )
     return ("model cache", True, detail)
 

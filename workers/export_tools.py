@@ -1,7 +1,7 @@
 """The tools that compile the model, kept off the run-time path.
 
 Compiling MiniLM (``model_build.py``) needs torch, sentence-transformers (with transformers,
-scipy, scikit-learn, sympy), the model's weights package and onnx: about 1.4 GB, used once
+scipy, scikit-learn, sympy), the model's weights package and onnx: about 1.5 GB, used once
 per machine and then never again, since the embedder serves the compiled files with ONNX
 Runtime alone. So they are the ``export`` extra, not a dependency: an install without it
 holds only what runs (``pip install trusty-memory``), and a build then runs in a shared
@@ -12,7 +12,7 @@ Where the current interpreter has the tools (``./dev``'s venv, or an install wit
 extra), the build runs there and no environment is made.
 
 torch comes from PyTorch's CPU-only index: the same pin from PyPI is, on Linux, the CUDA
-build with 19 nvidia/cuda packages (~2.5 GB) that a CPU forward pass never uses. When that
+build with 19 nvidia/cuda packages (gigabytes) that a CPU forward pass never uses. When that
 index cannot be reached the default index is used instead, which still works, only larger.
 """
 
