@@ -68,7 +68,7 @@ def _model_cache(config: Config) -> Check:
     else:
         detail = (
             f"not compiled yet for this install (key {compiled_model.cache_key()} in {root}):"
-            " `trusty-memory setup` compiles it (~15 s), or the first start does"
+            " `trusty-memory setup` compiles it (~10 s), or the first start does"
         )
     if others:
         older = sum(1 for e in others if e["format"] != compiled_model.FORMAT)
@@ -117,7 +117,7 @@ def _mb(size: int) -> str:
 
 class StepLine:
     """``setup``'s progress on stderr: one line per step, redrawn on a terminal with the
-    seconds it has taken so far (a build step takes 15 s, an install of the export tools
+    seconds it has taken so far (a build takes ~10 s, an install of the export tools
     a minute or more)."""
 
     def __init__(self, stream: Any = None, label: str = "setup") -> None:

@@ -319,7 +319,7 @@ def _build(directory: Path, log, progress) -> None:
     from trusty_memory.workers import export_tools
 
     python = export_tools.python(progress)
-    progress("compiling the model (once per machine, ~15 s)")
+    progress("compiling the model (once per machine, ~10 s)")
     log.info("compiling the model (once per machine)", directory=str(directory), python=python)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=directory.parent))
     try:
