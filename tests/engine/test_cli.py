@@ -32,6 +32,7 @@ def test_version_and_help_for_every_subcommand(tmp_path):
         ["config", "show"],
         ["show"],
         ["doctor"],
+        ["setup"],
         ["logs"],
         ["scale"],
     ):
@@ -57,7 +58,7 @@ def test_config_show_and_doctor_need_no_daemon(tmp_path):
     doctor = run(env_home, "doctor", "--json")
     assert doctor.returncode == 0, doctor.stdout
     checks = {c["check"]: c for c in json.loads(doctor.stdout)["checks"]}
-    assert {"python", "libraries", "model cache", "daemon", "home"} <= set(checks)
+    assert {"python", "libraries", "model cache", "export tools", "daemon", "home"} <= set(checks)
     assert "not running" in checks["daemon"]["detail"]
 
 

