@@ -133,6 +133,9 @@ class Broker:
         self.started = time.monotonic()
         self.last_heartbeat = 0.0
         self.running = True
+        # A daemon a client started leaves once clients stop asking (run_daemon sets it).
+        self.idle_exit_s: float | None = None
+        self.last_client_request = time.monotonic()
 
     # -- the loop ----------------------------------------------------------------
 
@@ -185,6 +188,8 @@ class Broker:
 
     def route(self, client: bytes, req: p.Request, frame: bytes) -> None:
         method = req.method
+        if not req.background and method not in p.BACKGROUND_METHODS | p.EMBEDDER_METHODS:
+            self.last_client_request = time.monotonic()
         if method in p.BROKER_METHODS:
             self.reply(client, p.ok_response(req.id, self.broker_method(req)))
         elif method in p.EMBEDDER_METHODS:
@@ -468,6 +473,7 @@ class Broker:
             self.last_heartbeat = now
             self.heartbeat_and_purge(now)
             self.stop_idle_palaces(now)
+            self.exit_if_unused(now)
 
     def wanted_back(self, child) -> bool:
         """Embedders, the dreamer and the MCP host always come back. A palace writer only with work
@@ -529,6 +535,16 @@ class Broker:
             if service.workers and now - service.last_used > idle_s:
                 self.log.info("stopping idle palace", service=service.name)
                 self.disconnect_service(service)
+
+    def exit_if_unused(self, now: float) -> None:
+        """Stop a client-started daemon no client has used for ``idle_exit_s``: nothing is
+        in flight or queued, and the dreamer's own traffic does not count as use."""
+        if not self.idle_exit_s or now - self.last_client_request < self.idle_exit_s:
+            return
+        if self.inflight or any(s.queue for s in self.services.values()):
+            return
+        self.log.info("no client requests; exiting", idle_s=round(now - self.last_client_request))
+        self.running = False
 
     def disconnect_service(self, service: Service) -> None:
         for worker in list(service.workers):

@@ -32,7 +32,9 @@ def pin_endpoints(config: Config) -> Config:
     return replace(config, broker=broker)
 
 
-def run_daemon(config: Config | None = None) -> int:
+def run_daemon(config: Config | None = None, *, client_started: bool = False) -> int:
+    """Run the daemon until SIGTERM/SIGINT; one a client started (``client_started``)
+    also exits after ``[daemon] idle_exit_s`` without client requests."""
     home.make_private()
     config = config or load_config()
     log = setup_logging("daemon", default_level="info")
@@ -52,6 +54,8 @@ def run_daemon(config: Config | None = None) -> int:
         )
     config = pin_endpoints(config)
     broker = Broker(config, log)
+    if client_started and config.daemon.idle_exit_s > 0:
+        broker.idle_exit_s = config.daemon.idle_exit_s
     pid = os.getpid()
     home.write_record(
         config.home,

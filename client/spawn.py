@@ -20,7 +20,7 @@ def spawn_daemon(config: Config) -> subprocess.Popen:
     fd = os.open(config.log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     log = os.fdopen(fd, "ab")  # handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.broker"],
+        [sys.executable, "-m", "trusty_memory.broker", "--client-started"],
         umask=0o077,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -57,9 +57,12 @@ class SeqTracker:
 
 
 class Client:
-    def __init__(self, config: Config | None = None, *, autostart: bool = True) -> None:
+    def __init__(
+        self, config: Config | None = None, *, autostart: bool = True, background: bool = False
+    ) -> None:
         self.config = config or load_config()
         self.autostart = autostart
+        self.background = background  # the daemon's own traffic (see protocol.Request)
         self.ctx = zmq.Context.instance()
         self.socket: zmq.Socket | None = None
         self.pid: int | None = None
@@ -106,6 +109,7 @@ class Client:
             palace=palace,
             timeout_ms=int(timeout * 1000) if timeout else None,
             min_seq=self.seqs.min_seq(method, palace),
+            background=self.background,
         )
         if self.socket is None:
             self._connect()

@@ -22,6 +22,9 @@ Example ``config.toml``::
     [dreamer]
     enabled = true            # the daemon runs and supervises the dreamer
     idle_after_s = 900        # dream a palace once it has been idle this long
+
+    [daemon]
+    idle_exit_s = 1800        # a daemon a client started exits after this long unused
 """
 
 from __future__ import annotations
@@ -119,6 +122,15 @@ class DreamerSettings:
 
 
 @dataclass(frozen=True)
+class DaemonSettings:
+    # A daemon that a client started (``serve``, the CLI, the Python client) exits once no
+    # client has asked it anything for this long, so agents never leave one running for
+    # good; the next call starts it again. 0 never exits. A daemon started any other way
+    # (``trusty-memory daemon``, a service manager) keeps running regardless.
+    idle_exit_s: float = 1800.0
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     run_dir: Path
@@ -126,6 +138,7 @@ class Config:
     palace: PalaceSettings = field(default_factory=PalaceSettings)
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     dreamer: DreamerSettings = field(default_factory=DreamerSettings)
+    daemon: DaemonSettings = field(default_factory=DaemonSettings)
 
     @property
     def palaces_dir(self) -> Path:
@@ -220,4 +233,5 @@ def load_config() -> Config:
         palace=_section(PalaceSettings, raw.get("palace", {}), "TRUSTY_MEMORY_PALACE_"),
         embedder=_section(EmbedderSettings, raw.get("embedder", {}), "TRUSTY_MEMORY_EMBEDDER_"),
         dreamer=_section(DreamerSettings, raw.get("dreamer", {}), "TRUSTY_MEMORY_DREAMER_"),
+        daemon=_section(DaemonSettings, raw.get("daemon", {}), "TRUSTY_MEMORY_DAEMON_"),
     )

@@ -122,6 +122,9 @@ class Request(msgspec.Struct, kw_only=True, omit_defaults=True):
     params: msgspec.Raw = msgspec.Raw(b"\x80")  # an empty map
     timeout_ms: int | None = None
     min_seq: int = 0  # reads: answer only once this palace seq is applied
+    # Sent by the daemon's own actors (the dreamer): not a client's use of the daemon, so
+    # it does not keep a client-started daemon from its idle exit.
+    background: bool = False
 
 
 class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -647,12 +650,19 @@ def encode_request(
     id: str | None = None,
     timeout_ms: int | None = None,
     min_seq: int = 0,
+    background: bool = False,
 ) -> tuple[str, bytes]:
     """Build and encode a request; returns ``(id, frame)``."""
     rid = id or new_id()
     raw = msgspec.Raw(_encoder.encode(params if params is not None else {}))
     req = Request(
-        id=rid, method=method, palace=palace, params=raw, timeout_ms=timeout_ms, min_seq=min_seq
+        id=rid,
+        method=method,
+        palace=palace,
+        params=raw,
+        timeout_ms=timeout_ms,
+        min_seq=min_seq,
+        background=background,
     )
     return rid, _encoder.encode(req)
 

@@ -44,7 +44,7 @@ def run_dreamer(supervised: bool = False, json_lines: bool = False) -> int:
 
     config = load_config()
     log = setup_logging("dreamer", default_level="info")
-    client = Client(config, autostart=not supervised)
+    client = Client(config, autostart=not supervised, background=supervised)
     emit = ev.json_lines() if json_lines else ev.silent
     scheduler = Scheduler(
         client, config.dreamer, log, emit=emit, parent_pid=os.getppid() if supervised else None
