@@ -120,6 +120,61 @@ def plain_list_or_ping(message: dict[str, Any]) -> bool:
     )
 
 
+class ProgressTicker:
+    """MCP progress notifications for calls that wait.
+
+    A client that sends a ``progressToken`` with a request hears once a second, while the
+    request waits (a daemon starting, the embedding model loading on first use), that it
+    is still being worked on, rather than silence until its own timeout. Progress is the
+    seconds waited so far, which only grows, as the spec requires. Nothing is sent for a
+    request once its answer has gone out: ``done`` and the sending share a lock, and both
+    go through the edge's one output queue.
+    """
+
+    INTERVAL_S = 1.0
+
+    def __init__(self, edge: StdioEdge) -> None:
+        self.edge = edge
+        self._lock = threading.Lock()
+        self._waiting: dict[str, list[Any]] = {}  # key -> [token, since, what]
+        self._thread: threading.Thread | None = None
+
+    def watch(self, key: str, message: dict[str, Any], what: str) -> None:
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        if not isinstance(token, str | int) or isinstance(token, bool):
+            return
+        with self._lock:
+            self._waiting[key] = [token, time.monotonic(), what]
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="mcp-progress", daemon=True)
+                self._thread.start()
+
+    def now_waiting_for(self, key: str, what: str) -> None:
+        with self._lock:
+            if key in self._waiting:
+                self._waiting[key][2] = what
+
+    def done(self, key: str) -> None:
+        with self._lock:
+            self._waiting.pop(key, None)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.INTERVAL_S)
+            now = time.monotonic()
+            with self._lock:
+                for token, since, what in self._waiting.values():
+                    waited = now - since
+                    if waited >= self.INTERVAL_S:
+                        params = {"progressToken": token, "progress": round(waited, 1),
+                                  "message": f"{what} ({waited:.0f} s)"}  # fmt: skip
+                        self.edge.send(
+                            {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+                        )
+
+
 class HostLink:
     """One connection to the MCP host: lines out under a lock, a thread reading lines in."""
 
@@ -176,6 +231,7 @@ class Relay:
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.stdin_closed = threading.Event()
         self._announced_start = False
+        self.progress = ProgressTicker(edge)
 
     # -- from the edge (its reader thread) ----------------------------------------------
 
@@ -191,8 +247,10 @@ class Relay:
         elif method == "notifications/cancelled":
             params = message.get("params")
             if isinstance(params, dict) and "requestId" in params:
+                key = _id_key(params["requestId"])
+                self.progress.done(key)
                 with self._lock:  # a cancelled request gets no answer, not even on a drop
-                    self._inflight.pop(_id_key(params["requestId"]), None)
+                    self._inflight.pop(key, None)
         elif self.init_params is not None and "id" in message and plain_list_or_ping(message):
             self.edge.emit({"jsonrpc": "2.0", "id": message["id"], "result": self._local(method)})
             return
@@ -219,19 +277,25 @@ class Relay:
     def _forward(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         is_request = "id" in message and method is not None
+        key = _id_key(message["id"]) if is_request else ""
         if self.link is None or self.link.closed:
             if not is_request or method == "initialize":
                 return  # folded into the next hello, or moot without a host session
+            self.progress.watch(key, message, "starting the daemon")
             try:
                 self._connect(start=True)
             except HostUnavailable as exc:
+                self.progress.done(key)
                 text = f"{_label(message)}: {exc}"
                 self.edge.emit(error_message(message["id"], INTERNAL_ERROR, text))
                 return
+            self.progress.now_waiting_for(key, "waiting for the daemon")
+        elif is_request:
+            self.progress.watch(key, message, "waiting for the daemon")
         if is_request:
             with self._lock:
                 entry = (message["id"], _label(message), time.perf_counter())
-                self._inflight[_id_key(message["id"])] = entry
+                self._inflight[key] = entry
         try:
             self.link.send(message)
         except OSError:
@@ -270,8 +334,10 @@ class Relay:
 
     def _from_host(self, message: dict[str, Any]) -> None:
         if "id" in message and ("result" in message or "error" in message):
+            key = _id_key(message["id"])
+            self.progress.done(key)
             with self._lock:
-                entry = self._inflight.pop(_id_key(message["id"]), None)
+                entry = self._inflight.pop(key, None)
             if entry is not None and self.log.debug_on:
                 ms = round((time.perf_counter() - entry[2]) * 1e3, 1)
                 self.log.debug("answered", request=entry[1], ms=ms, error="error" in message)
@@ -282,6 +348,8 @@ class Relay:
             lost, self._inflight = self._inflight, {}
         if lost:
             self.log.warning("connection to the MCP host lost", unanswered=len(lost))
+        for key in lost:
+            self.progress.done(key)
         for rid, label, _sent in lost.values():
             text = f"{label}: the connection to the daemon was lost; try again"
             self.edge.emit(error_message(rid, INTERNAL_ERROR, text))

@@ -124,3 +124,37 @@ def test_another_user_cannot_reach_the_host(home):
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 1 and "refused: Permission denied" in done.stderr, done.stderr
+
+
+def test_a_call_that_starts_the_daemon_reports_progress():
+    fresh = short_tmp("tmp-")
+    try:
+        s = RawServe(fresh)
+        try:
+            s.initialize()
+            call = {"name": "palace_list", "arguments": {}, "_meta": {"progressToken": "p1"}}
+            s.request(1, "tools/call", call)
+            seen = []
+            while True:
+                message = s.recv(120)
+                if message.get("id") == 1:
+                    break
+                seen.append(message)
+            assert "result" in message
+            assert seen, "no progress while the daemon started"
+            for note in seen:
+                assert note["method"] == "notifications/progress"
+                assert note["params"]["progressToken"] == "p1"
+                assert note["params"]["message"].startswith(
+                    ("starting the daemon", "waiting for the daemon")
+                )
+            steps = [n["params"]["progress"] for n in seen]
+            assert steps == sorted(steps) and len(set(steps)) == len(steps)
+            # stderr said why the first call waits
+            assert "starting the daemon" in s.stderr_text()
+            # and nothing follows the answer for that token
+            assert s.silent(1.5)
+        finally:
+            s.kill()
+    finally:
+        stop_daemon_in(fresh)
