@@ -12,7 +12,11 @@ With a daemon already running (in a temp home), measures in one run:
 - ``tools/call memory_recall`` and ``memory_recall_deep`` round trips through stdio at N
   drawers, from 1 session and from 16 concurrent sessions;
 - ``memory_remember`` throughput with 1 session and with 16 concurrent sessions on one
-  palace (each session sends one call at a time and waits, as an agent does).
+  palace (each session sends one call at a time and waits, as an agent does);
+- with ``--readers N``: the 16-session recall figures again once the palace has N
+  readers beside its writer (``trusty-memory scale``), with new questions;
+- with ``--compare-direct``: the recall and remember figures also with the SDK in every
+  ``serve`` (``TRUSTY_MEMORY_SERVE_DIRECT=1``), the way ``serve`` ran before the relay.
 
 Sessions speak raw newline-delimited JSON-RPC, so the figures are the server's, not a
 client library's.
@@ -173,6 +177,17 @@ def session_memory(k: int, env: dict[str, str], config) -> dict:
     return out
 
 
+def wait_for_readers(client: Client, palace: str, n: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for s in client.status()["services"]:
+            readers = sum(w.get("role") == "reader" for w in s["workers"])
+            if s["name"] == f"palace:{palace}" and readers >= n:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{palace}: {n} readers did not come up")
+
+
 def concurrent(sessions: list[Session], per_session, seconds: float | None, count: int | None):
     """Run ``per_session(session, i)`` in every session at once; returns latencies (ms)."""
     latencies: list[float] = []
@@ -207,6 +222,12 @@ def main() -> None:
     parser.add_argument("--spawns", type=int, default=20)
     parser.add_argument("--out", default="bench/out/mcp.json")
     parser.add_argument("--first-calls", type=int, default=20)
+    parser.add_argument(
+        "--readers",
+        type=int,
+        default=0,
+        help="then scale the palace to N readers and run the 16-session recall figures again",
+    )
     parser.add_argument(
         "--compare-direct",
         action="store_true",
@@ -265,6 +286,22 @@ def main() -> None:
             results[f"{prefix}remember_per_s_by_sessions"] = by_sessions
             results[f"{prefix}remember_ratio_16_vs_1"] = round(by_sessions[16] / by_sessions[1], 2)
             for s in one + sixteen:
+                s.close()
+        if args.readers:
+            # The same 16-session reads with the palace's reads spread over N readers
+            # beside its writer (new questions again: nothing is served from a cache).
+            with Client(config, autostart=False) as c:
+                c.scale("bench", args.readers)
+                wait_for_readers(c, "bench", args.readers)
+            salt["mode"] = f" (readers {args.readers})"
+            sixteen = [Session() for _ in range(16)]
+            for name, fn in (("recall", recall), ("recall_deep", recall_deep)):
+                ms, elapsed = concurrent(sixteen, fn, None, max(args.samples // 16, 20))
+                results[f"readers_{args.readers}_{name}_16_sessions"] = {
+                    **summary(ms),
+                    "calls_per_s": round(len(ms) / elapsed, 1),
+                }
+            for s in sixteen:
                 s.close()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))

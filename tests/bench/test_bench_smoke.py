@@ -45,9 +45,17 @@ def test_engine_bench_smoke(tmp_path):
 def test_mcp_stdio_bench_smoke(tmp_path):
     out = tmp_path / "mcp.json"
     run_bench("-m", "bench.mcp_stdio", "--drawers", "200", "--samples", "32", "--seconds", "1.5",
-              "--spawns", "3", "--out", str(out))  # fmt: skip
+              "--spawns", "3", "--first-calls", "2", "--readers", "1",
+              "--out", str(out))  # fmt: skip
     r = json.loads(out.read_text())
     assert r["spawn_to_initialize"]["n"] == 3
+    for mode in ("relay", "direct"):
+        sessions = r[f"{mode}_sessions"]
+        assert sessions["first_call"]["n"] == 2 and sessions["spawn_to_tools_list"]["n"] == 2
+        memory = sessions["memory"]
+        assert memory["sessions"] == 8 and memory["serve_rss_each_mb"] > 5, memory
+    assert r["relay_sessions"]["memory"]["host_rss_mb"] > 0  # the MCP host, counted once
+    assert r["readers_1_recall_deep_16_sessions"]["calls_per_s"] > 0
     for key in ("recall_1_session", "recall_16_sessions", "recall_deep_1_session"):
         assert r[key]["n"] > 0 and r[key]["p50_ms"] > 0, (key, r[key])
     assert set(r["remember_per_s_by_sessions"]) == {"1", "2", "4", "8", "16"}
