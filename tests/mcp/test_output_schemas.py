@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import shutil
 from datetime import datetime
 from typing import Any
 
@@ -148,6 +149,7 @@ def test_every_tool_result_matches_its_output_schema():
         asyncio.run(go())
     finally:
         stop_daemon_in(home)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_the_strict_check_catches_extra_and_missing_fields():
