@@ -131,27 +131,230 @@ _ANNOTATIONS: dict[str, dict[str, bool]] = {
 }
 
 
+# --------------------------------------------------------------------------------------
+# Additions to the contract's table. The contract fixes the names, the input properties,
+# the results and the errors; what follows only describes them, for hosts and for the
+# model that reads the tool list: a title per tool, a description for every input
+# property the contract left bare (the contract's own stay verbatim), the bounds the
+# contract states, and an output schema per tool that ``structuredContent`` always
+# matches (tests/mcp/test_output_schemas.py checks every tool through the SDK client).
+
+_TITLES: dict[str, str] = {
+    "memory_remember": "Remember",
+    "memory_recall": "Recall memories",
+    "memory_recall_deep": "Deep recall",
+    "palace_create": "Create a palace",
+    "palace_list": "List palaces",
+    "kg_assert": "Assert a fact",
+    "kg_query": "Query facts",
+    "memory_list": "List memories",
+    "memory_forget": "Forget a memory",
+    "palace_info": "Palace info",
+}
+
+_PALACE_DESCRIPTION = _PALACE_PROP["description"]
+_QUERY_DESCRIPTION = "What to look for, in natural language"
+_TOP_K_DESCRIPTION = (
+    "Maximum number of results, at least 1 (default 10; the server refuses more than its "
+    "limit, 1000 unless configured otherwise)"
+)
+
+# Descriptions for the properties the contract gives none; a property the contract
+# describes keeps the contract's words (tool_definitions never overwrites one).
+_INPUT_DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "memory_remember": {"tags": "Tags to attach (optional); blank and repeated tags are dropped"},
+    "memory_recall": {
+        "palace": _PALACE_DESCRIPTION,
+        "query": _QUERY_DESCRIPTION,
+        "top_k": _TOP_K_DESCRIPTION,
+    },
+    "memory_recall_deep": {
+        "palace": _PALACE_DESCRIPTION,
+        "query": _QUERY_DESCRIPTION,
+        "top_k": _TOP_K_DESCRIPTION,
+    },
+    "palace_create": {
+        "name": (
+            "Name of the new palace: up to 64 letters, digits, '-', '_' and '.', "
+            "not starting with '.'"
+        ),
+        "description": "What the palace is for (optional)",
+    },
+    "kg_assert": {
+        "palace": _PALACE_DESCRIPTION,
+        "subject": "Entity identifier",
+        "predicate": (
+            "Relationship name; a new fact closes the active one with the same subject "
+            "and predicate"
+        ),
+        "object": "Value or target entity",
+        "confidence": "Confidence score in [0.0, 1.0] (default 1.0)",
+        "provenance": "Free-form source identifier (optional)",
+    },
+    "kg_query": {
+        "palace": _PALACE_DESCRIPTION,
+        "subject": "Entity identifier whose active facts to return",
+    },
+    "memory_list": {"palace": _PALACE_DESCRIPTION},
+    "memory_forget": {"palace": _PALACE_DESCRIPTION},
+    "palace_info": {"palace": _PALACE_DESCRIPTION},
+}
+
+# Bounds only where the contract states them, and only ones the server already enforces
+# (Args.integer refuses a top_k below 1, Args.unit_number a confidence outside [0, 1]), so
+# a schema-checking client refuses nothing the server would accept. top_k's upper limit
+# is a setting ([palace] max_top_k), so the schema names none.
+_INPUT_BOUNDS: dict[str, dict[str, dict[str, float]]] = {
+    "memory_recall": {"top_k": {"minimum": 1}},
+    "memory_recall_deep": {"top_k": {"minimum": 1}},
+    "kg_assert": {"confidence": {"minimum": 0.0, "maximum": 1.0}},
+}
+
+
+def _object(**properties: dict[str, Any]) -> dict[str, Any]:
+    """An object schema whose properties are all required: every result carries every
+    field of its shape (``_pick`` fills none in)."""
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def _string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+def _array(items: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"type": "array", "items": items, "description": description}
+
+
+def _unit(description: str) -> dict[str, Any]:
+    return {"type": "number", "minimum": 0.0, "maximum": 1.0, "description": description}
+
+
+_DRAWER_ID = _string("Stable identifier of the drawer (a UUID)")
+_TAGS = _array({"type": "string"}, "Tags attached at write time")
+_IMPORTANCE = _unit("Importance weight in [0.0, 1.0]")
+
+# The result shapes of section 5 of the contract, field for field (the ``_shape_*`` and
+# ``_fields`` projections below produce exactly these keys, in this order).
+_HIT_SCHEMA = _object(
+    drawer_id=_DRAWER_ID,
+    content=_string("The stored memory text"),
+    score={"type": "number", "description": "Similarity score (higher is more relevant)"},
+    layer={
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 3,
+        "description": "Retrieval layer that surfaced this result (0-3)",
+    },
+    tags=_TAGS,
+    importance=_IMPORTANCE,
+)
+_RECALL_SCHEMA = _object(
+    palace=_string("The palace searched"),
+    query=_string("The query, as given"),
+    results=_array(_HIT_SCHEMA, "The hits, most relevant first"),
+)
+_DRAWER_SCHEMA = _object(
+    drawer_id=_DRAWER_ID,
+    content=_string("The stored memory text"),
+    importance=_IMPORTANCE,
+    tags=_TAGS,
+    created_at=_string("When the drawer was stored (RFC 3339)", format="date-time"),
+)
+_TRIPLE_SCHEMA = _object(
+    subject=_string("Entity identifier"),
+    predicate=_string("Relationship name"),
+    object=_string("Value or target entity"),
+    valid_from=_string("When this fact became active (RFC 3339)", format="date-time"),
+    valid_to={
+        "type": ["string", "null"],
+        "format": "date-time",
+        "description": "When this fact was superseded; null means currently active",
+    },
+    confidence=_unit("Caller-supplied confidence score in [0.0, 1.0]"),
+    provenance={"type": ["string", "null"], "description": "Free-form source identifier"},
+)
+
+_OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "memory_remember": _object(
+        drawer_id=_DRAWER_ID,
+        palace=_string("The palace the drawer was stored in"),
+        status={"const": "stored", "description": 'Always "stored"'},
+    ),
+    "memory_recall": _RECALL_SCHEMA,
+    "memory_recall_deep": _RECALL_SCHEMA,
+    "palace_create": _object(
+        palace_id=_string("The new palace's name"),
+        status={"const": "created", "description": 'Always "created"'},
+    ),
+    "palace_list": _object(
+        palaces=_array({"type": "string"}, "The name of every palace on this machine"),
+    ),
+    "kg_assert": _object(status={"const": "asserted", "description": 'Always "asserted"'}),
+    "kg_query": _object(
+        subject=_string("The subject, as given"),
+        triples=_array(_TRIPLE_SCHEMA, "The subject's active facts"),
+    ),
+    "memory_list": _object(
+        palace=_string("The palace listed"),
+        drawers=_array(_DRAWER_SCHEMA, "The drawers, most important first"),
+    ),
+    "memory_forget": _object(
+        status={"const": "deleted", "description": 'Always "deleted"'},
+        drawer_id=_DRAWER_ID,
+        palace=_string("The palace the drawer was deleted from"),
+    ),
+    "palace_info": _object(
+        id=_string("The palace's identifier (its name)"),
+        name=_string("The palace's name"),
+        drawer_count={
+            "type": "integer",
+            "minimum": 0,
+            "description": "Drawers the palace holds",
+        },
+        data_dir=_string("Where the palace's files are"),
+    ),
+}
+
+
+def _input_schema(name: str, default_palace: str | None) -> dict[str, Any]:
+    _, contract_properties, required = _TABLE[name]
+    properties = json.loads(json.dumps(contract_properties))
+    for prop, description in _INPUT_DESCRIPTIONS.get(name, {}).items():
+        properties[prop].setdefault("description", description)
+    for prop, bounds in _INPUT_BOUNDS.get(name, {}).items():
+        properties[prop].update(bounds)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    req = [r for r in required if not (r == "palace" and default_palace)]
+    if req:  # an empty ``required`` is invalid in older JSON Schema drafts: omit it
+        schema["required"] = req
+    return schema
+
+
 def tool_definitions(default_palace: str | None = None) -> list[dict[str, Any]]:
     """The ``tools/list`` entries in wire (camelCase) form.
 
-    With a default palace, ``palace`` leaves ``required`` but stays an accepted property,
-    as the contract says. Fresh dicts every call, so callers may mutate them.
+    The contract's name, description and input schema, plus the additions above. With a
+    default palace, ``palace`` leaves ``required`` but stays an accepted property, as the
+    contract says. Fresh dicts every call, so callers may mutate them.
+
+    The SDK shapes every handshake revision's ``tools/list`` result through the newest
+    handshake revision's models (mcp_types.methods.SERVER_RESULTS), which carry
+    ``title`` and ``outputSchema``, so the same entries serve every revision; the relay
+    answers with them as they are (tests/mcp/test_relay.py holds the two answers equal).
     """
     tools = []
-    for name, (description, properties, required) in _TABLE.items():
-        schema: dict[str, Any] = {
-            "type": "object",
-            "properties": json.loads(json.dumps(properties)),
-        }
-        req = [r for r in required if not (r == "palace" and default_palace)]
-        if req:  # an empty ``required`` is invalid in older JSON Schema drafts: omit it
-            schema["required"] = req
+    for name, (description, _, _) in _TABLE.items():
+        title = _TITLES[name]
         tools.append(
             {
                 "name": name,
+                "title": title,
                 "description": description,
-                "inputSchema": schema,
-                "annotations": dict(_ANNOTATIONS[name]),
+                "inputSchema": _input_schema(name, default_palace),
+                "outputSchema": json.loads(json.dumps(_OUTPUT_SCHEMAS[name])),
+                # The title again where the 2025-03-26 revision put it (annotations.title),
+                # for hosts that only read that one.
+                "annotations": {"title": title, **_ANNOTATIONS[name]},
             }
         )
     return tools
