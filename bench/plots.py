@@ -3,7 +3,7 @@
     .venv/bin/pip install matplotlib        # the ``bench`` extra; not needed to run the product
     .venv/bin/python bench/plots.py [--results bench/results] [--out .]
 
-Three PNGs:
+Four PNGs:
 
 * ``bench-latency-vs-size.png`` - ``memory_recall`` p50/p99 through the Python client against
   the number of drawers in the palace (engine run at 10k, scale runs above), new queries
@@ -11,7 +11,9 @@ Three PNGs:
 * ``bench-throughput-vs-sessions.png`` - ``memory_remember`` calls per second against the
   number of concurrent MCP stdio sessions on one palace;
 * ``bench-recall-at-k.png`` - LoCoMo turn- and session-level recall@k (k = 1..10) of
-  ``memory_recall`` and ``memory_recall_deep`` against the plain-vector and BM25 baselines.
+  ``memory_recall`` and ``memory_recall_deep`` against the plain-vector and BM25 baselines;
+* ``bench-readers.png`` - one hot palace, 16 sessions of ``memory_recall_deep``: calls per
+  second and p50/p99 against the number of readers beside the writer (``bench/readers.py``).
 
 Figures are only as good as the runs behind them: each JSON in ``bench/results/`` names
 the command that made it.
@@ -126,6 +128,36 @@ def recall_at_k(results: Path, out: Path) -> Path | None:
     return save(fig, out, "bench-recall-at-k.png")
 
 
+def readers(results: Path, out: Path) -> Path | None:
+    runs = [json.loads(p.read_text()) for p in sorted(results.glob("readers-*.json"))]
+    if not runs:
+        return None
+    fig, (rate_ax, lat_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for run in sorted(runs, key=lambda r: r["drawers"]):
+        rows = sorted((int(n), x) for n, x in run["recall_deep"].items())
+        counts = [n for n, _ in rows]
+        label = f"{run['drawers']:,} drawers"
+        rate_ax.plot(counts, [x["calls_per_s"] for _, x in rows], marker="o", label=label)
+        line = lat_ax.plot(counts, [x["p50_ms"] for _, x in rows], marker="o", label=f"{label} p50")
+        lat_ax.plot(counts, [x["p99_ms"] for _, x in rows], marker="s", linestyle="--",
+                    color=line[0].get_color(), label=f"{label} p99")  # fmt: skip
+        base = rows[0][1]["calls_per_s"]
+        rate_ax.axhline(1.6 * base, color=line[0].get_color(), alpha=0.3, linestyle=":",
+                        label=f"goal at 2 readers (1.6x), {label}")  # fmt: skip
+    rate_ax.set_xlabel("readers beside the writer")
+    rate_ax.set_ylabel("memory_recall_deep calls / s (16 sessions)")
+    rate_ax.set_title("one hot palace: calls/s vs readers (2 cores)")
+    lat_ax.set_xlabel("readers beside the writer")
+    lat_ax.set_ylabel("latency (ms)")
+    lat_ax.set_title("p50 / p99 per call")
+    for ax in (rate_ax, lat_ax):
+        ax.set_xticks(counts)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return save(fig, out, "bench-readers.png")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
@@ -135,6 +167,7 @@ def main() -> int:
         latency_vs_size(args.results, args.out),
         throughput_vs_sessions(args.results, args.out),
         recall_at_k(args.results, args.out),
+        readers(args.results, args.out),
     ):
         if made is not None:
             print(f"wrote {made}")
