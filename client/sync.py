@@ -142,6 +142,23 @@ class Client:
     def palace_create(self, name: str, description: str | None = None) -> dict:
         return self.call("palace_create", {"name": name, "description": description})
 
+    def palace_delete(self, name: str, *, discard_empty: bool = False) -> dict:
+        """Stop the palace's workers and move it to the archive (``palace_restore`` brings it
+        back); with ``discard_empty`` a palace that holds nothing is removed instead."""
+        return self.call("palace_delete", {"name": name, "discard_empty": discard_empty})
+
+    def palace_rename(self, name: str, new_name: str) -> dict:
+        return self.call("palace_rename", {"name": name, "new_name": new_name})
+
+    def palace_restore(
+        self, name: str, *, entry: str | None = None, new_name: str | None = None
+    ) -> dict:
+        params = {"name": name, "entry": entry, "new_name": new_name}
+        return self.call("palace_restore", params)
+
+    def palace_archived(self) -> list[dict]:
+        return self.call("palace_archived")["palaces"]
+
     def scale(self, palace: str, readers: int) -> dict:
         return self.call("palace_scale", {"name": palace, "readers": readers})
 
