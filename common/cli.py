@@ -350,12 +350,6 @@ def cmd_import(args) -> int:
     from trusty_memory.protocol import ErrorCode, TrustyError
 
     client = _client()
-    if not args.dry_run:
-        try:
-            client.palace_create(args.palace)
-        except TrustyError as exc:
-            if exc.code != ErrorCode.PALACE_EXISTS:
-                raise
     progress = bulk.Progress(f"import {args.palace}")
     options = {
         "max_text_bytes": load_config().palace.max_text_bytes,
@@ -363,19 +357,31 @@ def cmd_import(args) -> int:
         "dry_run": args.dry_run,
         "progress": progress,
     }
-    if args.file == "-":
-        summary = bulk.import_jsonl(client, args.palace, sys.stdin.buffer, **options)
-    else:
-        with open(args.file, "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            summary = bulk.import_jsonl(client, args.palace, stream, total_bytes=size, **options)
-    progress.close()
+    # A palace this import creates is taken away again if it fails, a SIGTERM included.
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        if args.file == "-":
+            summary = bulk.import_file(client, args.palace, sys.stdin.buffer, **options)
+        else:
+            with open(args.file, "rb") as stream:  # before the palace is created
+                options["total_bytes"] = os.fstat(stream.fileno()).st_size
+                summary = bulk.import_file(client, args.palace, stream, **options)
+    except OSError as exc:  # opening the file: nothing was created yet
+        raise TrustyError(
+            ErrorCode.INVALID_PARAMS, f"import: cannot read {args.file}: {exc.strerror or exc}"
+        ) from None
+    finally:
+        progress.close()
     for bad in summary.bad[: bulk.MAX_BAD_SHOWN]:
         print(f"line {bad.lineno}: {bad.error}", file=sys.stderr)
     if len(summary.bad) > bulk.MAX_BAD_SHOWN:
         print(f"... and {len(summary.bad) - bulk.MAX_BAD_SHOWN} more bad lines", file=sys.stderr)
+    gone = summary.created_palace
     if summary.error:
-        print(f"import stopped: {summary.error} (re-run to resume)", file=sys.stderr)
+        resume = "" if gone else " (re-run to resume)"
+        print(f"import stopped: {summary.error}{resume}", file=sys.stderr)
+    if gone:
+        print(_created_palace_line(args.palace, gone), file=sys.stderr)
     if args.dry_run:
         text = (
             f"would import {summary.would_import} drawers and {summary.would_import_triples}"
@@ -384,6 +390,9 @@ def cmd_import(args) -> int:
         )
         _print(args, summary.as_dict(), text)
         return 0 if summary.ok else 1
+    if summary.interrupted:
+        _print(args, summary.as_dict(), f"interrupted after importing {summary.imported}")
+        return 130
     text = (
         f"imported {summary.imported}, skipped {summary.skipped} existing,"
         f" {len(summary.bad)} bad lines ({summary.held_back} good lines held back with them);"
@@ -391,6 +400,23 @@ def cmd_import(args) -> int:
     )
     _print(args, summary.as_dict(), text)
     return 0 if summary.ok else 1
+
+
+def _created_palace_line(palace: str, gone: dict) -> str:
+    """What a failed import did with the palace it had created."""
+    if gone["status"] == "removed":
+        return f"removed palace {palace}: this import created it and nothing got in"
+    if gone["status"] == "archived":
+        return (
+            f"moved palace {palace}, which this import created, to the archive with what got"
+            f" in ({gone['entry']}): `trusty-memory palace restore {palace}` brings it back,"
+            " and the same import then resumes"
+        )
+    return f"could not take away palace {palace}, which this import created: {gone['error']}"
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
 
 
 def cmd_dream(args) -> int:
