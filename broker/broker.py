@@ -22,8 +22,8 @@ broker does it (``palace_delete``, ``palace_rename``; ``close_palace``): from th
 it accepts one, requests for the palace are refused with ``PALACE_NOT_FOUND`` and the ones
 queued for it are answered with that error; its workers are told to stop, answer what
 they already hold (their replies are relayed as usual) and exit; then the directory moves
-and the caller is answered. Workers that have not exited after ``CLOSE_GRACE_S`` are
-killed; what they held is answered with the same error.
+and the caller is answered. Workers that have not exited after ``[broker] close_grace_s``
+are killed; what they held is answered with the same error.
 """
 
 from __future__ import annotations
@@ -47,9 +47,6 @@ TICK_S = 0.05
 MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported
 RATE_WINDOW_S = 10.0
 RATE_WINDOW_MAX = 100_000
-# A palace's workers get this long to answer what they hold and exit before a delete or
-# rename kills them (a long import batch; a writer saving a large index snapshot).
-CLOSE_GRACE_S = 10.0
 
 
 @dataclass
@@ -673,7 +670,7 @@ class Broker:
             self.answer(pending, error)
 
     def advance_closing(self, closing: Closing, now: float) -> None:
-        """Move the palace once its workers are gone; kill them after ``CLOSE_GRACE_S``."""
+        """Move the palace once its workers are gone; kill them after ``close_grace_s``."""
         service_name = p.palace_service(closing.palace)
         service = self.services.get(service_name)
         running = [c for c in self.supervisor.slots(service_name) if c.running]
@@ -681,7 +678,7 @@ class Broker:
         if not running and not workers:
             self.finish_closing(closing)
             return
-        if closing.killed or now - closing.started < CLOSE_GRACE_S:
+        if closing.killed or now - closing.started < self.config.broker.close_grace_s:
             return
         closing.killed = True
         self.log.warning(

@@ -585,7 +585,7 @@ class RestoreResult(msgspec.Struct, kw_only=True):
 
 # Methods, by who answers them.
 # Broker methods that move a palace's directory, so they first stop its workers: each is
-# answered once they have exited (within ``broker.CLOSE_GRACE_S``).
+# answered once they have exited (killed after ``[broker] close_grace_s``).
 PALACE_MOVE_METHODS = frozenset({"palace_delete", "palace_rename"})
 _BROKER_ONLY = ["ping", "status", "palace_list", "palace_archived", "palace_create",
                 "palace_scale", "palace_restore"]  # fmt: skip
