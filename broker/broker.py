@@ -463,11 +463,11 @@ class Broker:
     def on_ready(self, identity: bytes, ready: p.Ready) -> None:
         if identity in self.workers:
             self.remove_worker(self.workers[identity], crashed=True)
-        service = self.service(ready.service)
         if self.closing_of(ready.service) is not None:
             self.log.info("worker of a palace being moved told to stop", service=ready.service)
             self.to_worker(identity, p.W_DISCONNECT)
             return
+        service = self.service(ready.service)
         if ready.role == "writer" and any(w.role == "writer" for w in service.workers):
             self.log.warning("second writer refused", service=ready.service, pid=ready.pid)
             self.to_worker(identity, p.W_DISCONNECT)
