@@ -16,6 +16,14 @@ service's queue (bounded) while the supervisor starts one. Every request the bro
 answered exactly once: by a worker, by a timeout error at its deadline, or by an error
 when its worker crashes twice in a row while holding it. A request whose id its client
 already has in flight is refused at once: its answer could not be told from the first's.
+
+Deleting or renaming a palace moves its directory, which its workers hold open, so the
+broker does it (``palace_delete``, ``palace_rename``; ``close_palace``): from the moment
+it accepts one, requests for the palace are refused with ``PALACE_NOT_FOUND`` and the ones
+queued for it are answered with that error; its workers are told to stop, answer what
+they already hold (their replies are relayed as usual) and exit; then the directory moves
+and the caller is answered. Workers that have not exited after ``[broker] close_grace_s``
+are killed; what they held is answered with the same error.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import zmq
 
@@ -97,6 +106,26 @@ class Service:
         return bool(self.queue) or any(w.inflight for w in self.workers)
 
 
+@dataclass
+class Closing:
+    """A palace whose workers are stopping so that its directory can move."""
+
+    palace: str
+    method: str  # one of protocol.PALACE_MOVE_METHODS
+    params: Any
+    client: bytes
+    rid: str
+    started: float = field(default_factory=time.monotonic)
+    killed: bool = False
+
+    @property
+    def gone(self) -> str:
+        """What happened to the palace, for the errors its callers get."""
+        if self.method == "palace_rename":
+            return f"renamed to {self.params.new_name}"
+        return "deleted"
+
+
 def rss_mb(pid: int) -> float | None:
     """Resident memory of a local process, from /proc (None where unknown)."""
     try:
@@ -129,6 +158,7 @@ class Broker:
         # Every accepted request not answered yet (with a worker or queued), by (client, id).
         self.unanswered: set[tuple[bytes, str]] = set()
         self.palaces = PalaceRegistry(config)
+        self.closing: dict[str, Closing] = {}  # palaces being deleted or renamed, by name
         self.supervisor = Supervisor(config, log)
         self.started = time.monotonic()
         self.last_heartbeat = 0.0
@@ -190,16 +220,16 @@ class Broker:
         method = req.method
         if not req.background and method not in p.BACKGROUND_METHODS | p.EMBEDDER_METHODS:
             self.last_client_request = time.monotonic()
-        if method in p.BROKER_METHODS:
+        if method in p.PALACE_MOVE_METHODS:
+            self.close_palace(client, req)
+        elif method in p.BROKER_METHODS:
             self.reply(client, p.ok_response(req.id, self.broker_method(req)))
         elif method in p.EMBEDDER_METHODS:
             self.dispatch(p.EMBEDDER_SERVICE, client, req, frame, write=False)
         elif method in p.PALACE_METHODS:
             if req.palace is None:
                 raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"{method}: missing 'palace'")
-            name = validate_palace_name(req.palace)
-            if not self.palaces.exists(name):
-                raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
+            name = self.check_open(validate_palace_name(req.palace))
             write = method in p.PALACE_WRITE_METHODS
             self.dispatch(p.palace_service(name), client, req, frame, write=write)
         else:
@@ -279,11 +309,39 @@ class Broker:
         if req.method == "status":
             return self.status()
         if req.method == "palace_list":
-            return {"palaces": self.palaces.names()}
+            return {"palaces": [n for n in self.palaces.names() if n not in self.closing]}
+        if req.method == "palace_archived":
+            return {"palaces": self.palaces.archived()}
         params = p.decode_params(req.method, req.params)
         if req.method == "palace_scale":
-            return self.scale(validate_palace_name(params.name), params.readers)
+            return self.scale(self.check_open(validate_palace_name(params.name)), params.readers)
+        if req.method == "palace_restore":
+            self.check_free(params.new_name or params.name)
+            return self.palaces.restore(params.name, params.entry, params.new_name)
+        self.check_not_reserved(validate_palace_name(params.name))
         return self.palaces.create(params.name, params.description)
+
+    def check_open(self, name: str) -> str:
+        """``name`` if it is a palace that serves requests; else ``PALACE_NOT_FOUND``."""
+        closing = self.closing.get(name)
+        if closing is not None:
+            message = f"palace not found: {name} (being {closing.gone})"
+            raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, message)
+        if not self.palaces.exists(name):
+            raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
+        return name
+
+    def check_free(self, name: str) -> None:
+        """Refuse to move a palace to ``name`` when a palace has it, its directory is in
+        the way, or a rename under way is about to give it."""
+        self.check_not_reserved(validate_palace_name(name))
+        self.palaces.check_free(name)
+
+    def check_not_reserved(self, name: str) -> None:
+        for closing in self.closing.values():
+            if closing.method == "palace_rename" and closing.params.new_name == name:
+                message = f"palace already exists: {name} ({closing.palace} is being renamed to it)"
+                raise p.TrustyError(p.ErrorCode.PALACE_EXISTS, message)
 
     def scale(self, palace: str, readers: int) -> dict:
         """Keep ``readers`` reader processes for ``palace`` from now on (and across restarts)."""
@@ -405,6 +463,10 @@ class Broker:
     def on_ready(self, identity: bytes, ready: p.Ready) -> None:
         if identity in self.workers:
             self.remove_worker(self.workers[identity], crashed=True)
+        if self.closing_of(ready.service) is not None:
+            self.log.info("worker of a palace being moved told to stop", service=ready.service)
+            self.to_worker(identity, p.W_DISCONNECT)
+            return
         service = self.service(ready.service)
         if ready.role == "writer" and any(w.role == "writer" for w in service.workers):
             self.log.warning("second writer refused", service=ready.service, pid=ready.pid)
@@ -419,6 +481,9 @@ class Broker:
         self.flush_queue(service)
 
     def flush_queue(self, service: Service) -> None:
+        if (closing := self.closing_of(service.name)) is not None:
+            self.fail_queue(service, closing)
+            return
         while service.queue:
             worker = service.pick(service.queue[0].write)
             if worker is None:
@@ -468,6 +533,8 @@ class Broker:
             else:
                 self.supervisor.forget(child)
         self.supervisor.restart_due()
+        for closing in list(self.closing.values()):
+            self.advance_closing(closing, now)
         self.expire_deadlines(now)
         if now - self.last_heartbeat >= self.config.broker.heartbeat_s:
             self.last_heartbeat = now
@@ -481,6 +548,8 @@ class Broker:
         slot is still wanted (not retired by ``scale``, not stopped with the palace)."""
         if child.service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE, p.MCP_HOST_SERVICE):
             return True
+        if self.closing_of(child.service) is not None:
+            return False
         service = self.service(child.service)
         if child.slot == 0:
             return service.busy
@@ -532,6 +601,8 @@ class Broker:
         for service in self.services.values():
             if not service.name.startswith(p.PALACE_SERVICE_PREFIX) or service.busy:
                 continue
+            if self.closing_of(service.name) is not None:
+                continue
             if service.workers and now - service.last_used > idle_s:
                 self.log.info("stopping idle palace", service=service.name)
                 self.disconnect_service(service)
@@ -541,7 +612,7 @@ class Broker:
         in flight or queued, and the dreamer's own traffic does not count as use."""
         if not self.idle_exit_s or now - self.last_client_request < self.idle_exit_s:
             return
-        if self.inflight or any(s.queue for s in self.services.values()):
+        if self.inflight or self.closing or any(s.queue for s in self.services.values()):
             return
         self.log.info("no client requests; exiting", idle_s=round(now - self.last_client_request))
         self.running = False
@@ -553,6 +624,106 @@ class Broker:
                 child.stopping = True
             self.to_worker(worker.identity, p.W_DISCONNECT)
             self.remove_worker(worker, crashed=False)
+
+    # -- deleting and renaming palaces -------------------------------------------
+
+    def close_palace(self, client: bytes, req: p.Request) -> None:
+        """Start a ``palace_delete`` or ``palace_rename``: refuse the palace's requests from
+        now on, stop its workers, and move it once they have exited (``advance_closing``)."""
+        params = p.decode_params(req.method, req.params)
+        name = self.check_open(validate_palace_name(params.name))
+        if req.method == "palace_rename":
+            if params.new_name == name:
+                raise p.TrustyError(
+                    p.ErrorCode.INVALID_PARAMS, f"palace_rename: {name} is already its name"
+                )
+            self.check_free(params.new_name)
+        closing = Closing(name, req.method, params, client, req.id)
+        self.closing[name] = closing
+        service_name = p.palace_service(name)
+        self.log.info("stopping palace workers to move it", palace=name, method=req.method)
+        service = self.services.get(service_name)
+        if service is not None:
+            self.fail_queue(service, closing)
+            # Told to stop, the workers answer what they hold first; their records stay
+            # until they say goodbye or exit, so those answers are relayed as usual.
+            for worker in service.workers:
+                self.to_worker(worker.identity, p.W_DISCONNECT)
+        for child in self.supervisor.slots(service_name):
+            if child.running:
+                child.stopping = True
+            else:  # waiting to restart: it never will
+                self.supervisor.forget(child)
+        self.advance_closing(closing, time.monotonic())
+
+    def closing_of(self, service_name: str) -> Closing | None:
+        if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
+            return None
+        return self.closing.get(service_name[len(p.PALACE_SERVICE_PREFIX) :])
+
+    def fail_queue(self, service: Service, closing: Closing) -> None:
+        """Answer the requests waiting for a palace that is going away."""
+        message = f"palace not found: {closing.palace} ({closing.gone} before this was answered)"
+        while service.queue:
+            pending = service.queue.popleft()
+            error = p.error_response(pending.rid, p.ErrorCode.PALACE_NOT_FOUND, message)
+            self.answer(pending, error)
+
+    def advance_closing(self, closing: Closing, now: float) -> None:
+        """Move the palace once its workers are gone; kill them after ``close_grace_s``."""
+        service_name = p.palace_service(closing.palace)
+        service = self.services.get(service_name)
+        running = [c for c in self.supervisor.slots(service_name) if c.running]
+        workers = list(service.workers) if service is not None else []
+        if not running and not workers:
+            self.finish_closing(closing)
+            return
+        if closing.killed or now - closing.started < self.config.broker.close_grace_s:
+            return
+        closing.killed = True
+        self.log.warning(
+            "palace workers did not stop in time; killing them",
+            palace=closing.palace,
+            pids=[c.pid for c in running],
+        )
+        for child in running:
+            self.supervisor.kill(child.pid)  # reaped next turn; what they held is answered
+        ours = {c.pid for c in running}
+        for worker in workers:
+            if worker.pid not in ours:  # not our child: forget it, answer what it held
+                self.remove_worker(worker, crashed=True)
+
+    def finish_closing(self, closing: Closing) -> None:
+        """The palace's workers have exited: move its directory and answer the caller."""
+        service_name = p.palace_service(closing.palace)
+        service = self.services.get(service_name)
+        for worker in list(service.workers) if service is not None else []:  # none, normally
+            self.remove_worker(worker, crashed=True)  # what it held gets closing's error
+        self.services.pop(service_name, None)
+        del self.closing[closing.palace]
+        for child in self.supervisor.slots(service_name):
+            self.supervisor.forget(child)
+        try:
+            if closing.method == "palace_delete":
+                data = self.palaces.delete(closing.palace, closing.params.discard_empty)
+            else:
+                data = self.palaces.rename(closing.palace, closing.params.new_name)
+        except p.TrustyError as exc:
+            frame = p.error_response(closing.rid, exc.code, exc.message)
+        except OSError as exc:
+            message = f"{closing.method}: cannot move palace {closing.palace}: {exc}"
+            self.log.error("moving a palace failed", palace=closing.palace, error=str(exc))
+            frame = p.error_response(closing.rid, p.ErrorCode.STORAGE_ERROR, message)
+        else:
+            self.log.info(
+                "palace moved",
+                palace=closing.palace,
+                method=closing.method,
+                status=data["status"],
+                seconds=round(time.monotonic() - closing.started, 3),
+            )
+            frame = p.ok_response(closing.rid, data)
+        self.reply(closing.client, frame)
 
     def stop_workers(self, grace_s: float = 10.0) -> None:
         """Clean shutdown: every worker saves its index and exits."""
@@ -570,5 +741,7 @@ class Broker:
         for child in self.supervisor.children.values():
             child.stopping = True
         self.supervisor.shutdown(grace_s)
+        for closing in list(self.closing.values()):  # every worker has exited: move them
+            self.finish_closing(closing)
         self.frontend.close(linger=0)
         self.backend.close(linger=0)

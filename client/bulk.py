@@ -16,6 +16,13 @@ batch holding a bad line is not sent at all, so a file is never half-imported ba
 and every bad line is reported with its number and cause. Import is idempotent by drawer
 id, so after a failure the same command can simply be run again.
 
+``import_file`` is what the command line runs: it creates the palace when it is missing,
+and when the import then fails (bad lines, a batch the worker refused, an interruption)
+it takes that palace away again, so a failed import leaves no palace behind: removed when
+nothing got in, else moved to the archive with what did (``palace restore`` brings it
+back, and the same import then resumes). A palace that existed before is never touched:
+what got in stays, and re-running resumes.
+
 Export pages through the worker (``palace_export`` with a cursor), writing each page as
 it arrives: memory stays flat whatever the palace size. Vectors are written as base64
 little-endian float32, so an export re-imports byte for byte.
@@ -100,6 +107,10 @@ class ImportSummary:
     would_import_triples: int = 0
     bad: list[BadLine] = field(default_factory=list)
     error: str | None = None  # a batch the worker refused for a reason not in the lines
+    # What became of a palace this import created, once it failed: palace_delete's answer
+    # ("removed", or "archived" with its entry), or {"status": "failed", "error": ...}.
+    created_palace: dict[str, Any] | None = None
+    interrupted: bool = False  # stopped by SIGINT/SIGTERM (``import_file``)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +128,8 @@ class ImportSummary:
             "would_import": self.would_import,
             "would_import_triples": self.would_import_triples,
             "error": self.error,
+            "created_palace": self.created_palace,
+            "interrupted": self.interrupted,
         }
 
 
@@ -195,6 +208,43 @@ def parse_line(
     return None
 
 
+def import_file(client: Client, palace: str, stream: IO[bytes], **options: Any) -> ImportSummary:
+    """``import_jsonl`` into ``palace``, created when missing (not by a dry run). If this
+    call created it and the import fails or is interrupted, the palace is removed (nothing
+    got in) or archived (some batches did); one that existed before is left as it is."""
+    created = False
+    if not options.get("dry_run"):
+        try:
+            client.palace_create(palace)
+            created = True
+        except p.TrustyError as exc:
+            if exc.code != p.ErrorCode.PALACE_EXISTS:
+                raise
+    summary = ImportSummary()
+    try:
+        import_jsonl(client, palace, stream, summary=summary, **options)
+    except KeyboardInterrupt:
+        summary.error, summary.interrupted = "interrupted", True
+    except OSError as exc:
+        summary.error = f"cannot read the input: {exc.strerror or exc}"
+    except BaseException:
+        if created:
+            discard_created(client, palace)
+        raise
+    if created and not summary.ok:
+        summary.created_palace = discard_created(client, palace)
+    return summary
+
+
+def discard_created(client: Client, palace: str) -> dict[str, Any]:
+    """Take away a palace a failed import created: removed if it holds nothing, else
+    archived. Never raises: the import's own failure is what the caller reports."""
+    try:
+        return client.palace_delete(palace, discard_empty=True)
+    except p.TrustyError as exc:
+        return {"palace": palace, "status": "failed", "error": exc.message}
+
+
 def import_jsonl(
     client: Client,
     palace: str,
@@ -205,9 +255,11 @@ def import_jsonl(
     dry_run: bool = False,
     progress: Progress | None = None,
     total_bytes: int | None = None,
+    summary: ImportSummary | None = None,
 ) -> ImportSummary:
-    """Import a JSONL stream into ``palace`` batch by batch; see the module doc."""
-    summary = ImportSummary()
+    """Import a JSONL stream into ``palace`` batch by batch; see the module doc. The counts
+    go into ``summary`` when given (so they are there if the stream raises)."""
+    summary = summary if summary is not None else ImportSummary()
     batch: list[tuple[int, p.ImportDrawer | p.ImportTriple]] = []
     batch_bad = False
     read = 0

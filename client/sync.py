@@ -142,6 +142,30 @@ class Client:
     def palace_create(self, name: str, description: str | None = None) -> dict:
         return self.call("palace_create", {"name": name, "description": description})
 
+    def palace_delete(self, name: str, *, discard_empty: bool = False) -> dict:
+        """Stop the palace's workers and move it to the archive (``palace_restore`` brings it
+        back); with ``discard_empty`` a palace that holds nothing is removed instead."""
+        params = {"name": name, "discard_empty": discard_empty}
+        return self.call("palace_delete", params, timeout=self._move_timeout())
+
+    def palace_rename(self, name: str, new_name: str) -> dict:
+        params = {"name": name, "new_name": new_name}
+        return self.call("palace_rename", params, timeout=self._move_timeout())
+
+    def _move_timeout(self) -> float:
+        """A delete or rename waits for the palace's workers, killed after the grace."""
+        broker = self.config.broker
+        return max(broker.request_timeout_s, broker.close_grace_s + 10.0)
+
+    def palace_restore(
+        self, name: str, *, entry: str | None = None, new_name: str | None = None
+    ) -> dict:
+        params = {"name": name, "entry": entry, "new_name": new_name}
+        return self.call("palace_restore", params)
+
+    def palace_archived(self) -> list[dict]:
+        return self.call("palace_archived")["palaces"]
+
     def scale(self, palace: str, readers: int) -> dict:
         return self.call("palace_scale", {"name": palace, "readers": readers})
 

@@ -144,8 +144,64 @@ def cmd_forget(args) -> int:
 
 
 def cmd_palace_list(args) -> int:
+    if args.archived:
+        archived = _client().palace_archived()
+        lines = [f"{a['name']}  deleted {a['deleted_at']}  ({a['entry']})" for a in archived]
+        _print(args, {"archived": archived}, "\n".join(lines) or "(no archived palaces)")
+        return 0
     names = _client().palace_list()
     _print(args, {"palaces": names}, "\n".join(names) or "(no palaces)")
+    return 0
+
+
+def cmd_palace_delete(args) -> int:
+    from trusty_memory.names import validate_palace_name
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    client = _client()
+    name = validate_palace_name(args.name)
+    if not args.yes:
+        if name not in client.palace_list():
+            raise TrustyError(ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
+        question = (
+            f"Delete palace {name}? It moves to the archive, from where"
+            f" `trusty-memory palace restore {name}` brings it back."
+        )
+        if not _confirmed(question, "palace delete"):
+            _print(args, {"palace": name, "status": "kept"}, f"kept {name}")
+            return 1
+    data = client.palace_delete(name)
+    text = (
+        f"deleted {name}: in the archive as {data['entry']};"
+        f" `trusty-memory palace restore {name}` brings it back"
+    )
+    _print(args, data, text)
+    return 0
+
+
+def _confirmed(question: str, command: str) -> bool:
+    """Ask on the terminal; refuse outright when there is none to ask on."""
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise TrustyError(
+            ErrorCode.INVALID_PARAMS,
+            f"{command}: not confirmed: no terminal to ask on; pass --yes to go ahead",
+        )
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def cmd_palace_rename(args) -> int:
+    data = _client().palace_rename(args.name, args.new_name)
+    _print(args, data, f"renamed {args.name} to {data['palace']}")
+    return 0
+
+
+def cmd_palace_restore(args) -> int:
+    data = _client().palace_restore(args.name, entry=args.entry, new_name=args.as_name)
+    _print(args, data, f"restored {data['palace']} from the archive ({data['entry']})")
     return 0
 
 
@@ -294,12 +350,6 @@ def cmd_import(args) -> int:
     from trusty_memory.protocol import ErrorCode, TrustyError
 
     client = _client()
-    if not args.dry_run:
-        try:
-            client.palace_create(args.palace)
-        except TrustyError as exc:
-            if exc.code != ErrorCode.PALACE_EXISTS:
-                raise
     progress = bulk.Progress(f"import {args.palace}")
     options = {
         "max_text_bytes": load_config().palace.max_text_bytes,
@@ -307,19 +357,31 @@ def cmd_import(args) -> int:
         "dry_run": args.dry_run,
         "progress": progress,
     }
-    if args.file == "-":
-        summary = bulk.import_jsonl(client, args.palace, sys.stdin.buffer, **options)
-    else:
-        with open(args.file, "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            summary = bulk.import_jsonl(client, args.palace, stream, total_bytes=size, **options)
-    progress.close()
+    # A palace this import creates is taken away again if it fails, a SIGTERM included.
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        if args.file == "-":
+            summary = bulk.import_file(client, args.palace, sys.stdin.buffer, **options)
+        else:
+            with open(args.file, "rb") as stream:  # before the palace is created
+                options["total_bytes"] = os.fstat(stream.fileno()).st_size
+                summary = bulk.import_file(client, args.palace, stream, **options)
+    except OSError as exc:  # opening the file: nothing was created yet
+        raise TrustyError(
+            ErrorCode.INVALID_PARAMS, f"import: cannot read {args.file}: {exc.strerror or exc}"
+        ) from None
+    finally:
+        progress.close()
     for bad in summary.bad[: bulk.MAX_BAD_SHOWN]:
         print(f"line {bad.lineno}: {bad.error}", file=sys.stderr)
     if len(summary.bad) > bulk.MAX_BAD_SHOWN:
         print(f"... and {len(summary.bad) - bulk.MAX_BAD_SHOWN} more bad lines", file=sys.stderr)
+    gone = summary.created_palace
     if summary.error:
-        print(f"import stopped: {summary.error} (re-run to resume)", file=sys.stderr)
+        resume = "" if gone else " (re-run to resume)"
+        print(f"import stopped: {summary.error}{resume}", file=sys.stderr)
+    if gone:
+        print(_created_palace_line(args.palace, gone), file=sys.stderr)
     if args.dry_run:
         text = (
             f"would import {summary.would_import} drawers and {summary.would_import_triples}"
@@ -328,6 +390,9 @@ def cmd_import(args) -> int:
         )
         _print(args, summary.as_dict(), text)
         return 0 if summary.ok else 1
+    if summary.interrupted:
+        _print(args, summary.as_dict(), f"interrupted after importing {summary.imported}")
+        return 130
     text = (
         f"imported {summary.imported}, skipped {summary.skipped} existing,"
         f" {len(summary.bad)} bad lines ({summary.held_back} good lines held back with them);"
@@ -335,6 +400,23 @@ def cmd_import(args) -> int:
     )
     _print(args, summary.as_dict(), text)
     return 0 if summary.ok else 1
+
+
+def _created_palace_line(palace: str, gone: dict) -> str:
+    """What a failed import did with the palace it had created."""
+    if gone["status"] == "removed":
+        return f"removed palace {palace}: this import created it and nothing got in"
+    if gone["status"] == "archived":
+        return (
+            f"moved palace {palace}, which this import created, to the archive with what got"
+            f" in ({gone['entry']}): `trusty-memory palace restore {palace}` brings it back,"
+            " and the same import then resumes"
+        )
+    return f"could not take away palace {palace}, which this import created: {gone['error']}"
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
 
 
 def cmd_dream(args) -> int:
@@ -486,14 +568,50 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("palace", help="palace name")
     s.add_argument("drawer_id", help="the archived drawer's id")
 
-    palace = _command(sub, "palace", None, "list, create or inspect palaces")
+    palace = _command(
+        sub, "palace", None, "list, create, inspect, delete, rename or restore palaces"
+    )
     palace_sub = palace.add_subparsers(dest="palace_command", required=True, metavar="ACTION")
-    _command(palace_sub, "list", cmd_palace_list, "every palace in the home")
+    s = _command(palace_sub, "list", cmd_palace_list, "every palace in the home")
+    s.add_argument(
+        "--archived", action="store_true", help="list the deleted palaces in the archive instead"
+    )
     s = _command(palace_sub, "create", cmd_palace_create, "create a palace")
     s.add_argument("name", help="letters, digits, '-', '_' and '.' (not first), up to 64")
     s.add_argument("--description", help="what it is for (its L0 identity)")
     s = _command(palace_sub, "info", cmd_palace_info, "counts, places and the dreamer's work")
     s.add_argument("name", help="palace name")
+    dash = " (a name that starts with '-' goes after '--')"
+    s = _command(
+        palace_sub,
+        "delete",
+        cmd_palace_delete,
+        "move a palace to the archive (not destroyed: `palace restore` brings it back)",
+        "Stop the palace's workers and move it, whole, to the home's archive"
+        " (archive/palaces/NAME-<time>). Requests for it are refused from then on. Without"
+        " --yes it asks on the terminal, and refuses when there is none.",
+    )
+    s.add_argument("name", help="palace name" + dash)
+    s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    s = _command(
+        palace_sub,
+        "rename",
+        cmd_palace_rename,
+        "give a palace a new name (its drawers, ids and index go with it)",
+    )
+    s.add_argument("name", help="its name now" + dash)
+    s.add_argument("new_name", help="the new name; no palace may have it")
+    s = _command(
+        palace_sub,
+        "restore",
+        cmd_palace_restore,
+        "bring a deleted palace back from the archive",
+        "Move a deleted palace back from the archive, as it was: the newest one deleted"
+        " under NAME unless --entry names another (`palace list --archived` shows them).",
+    )
+    s.add_argument("name", help="the name it had" + dash)
+    s.add_argument("--as", dest="as_name", metavar="NEW", help="restore it under this name")
+    s.add_argument("--entry", help="which archived copy (as `palace list --archived` shows)")
 
     s = _command(
         sub,

@@ -55,6 +55,9 @@ class BrokerSettings:
     worker_expiry_s: float = 60.0
     restart_backoff_max_s: float = 10.0
     max_queue: int = 10_000
+    # A palace being deleted or renamed: how long its workers get to answer what they hold
+    # and exit before they are killed (a long import batch, a large index snapshot).
+    close_grace_s: float = 10.0
 
 
 @dataclass(frozen=True)

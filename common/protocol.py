@@ -185,6 +185,33 @@ class PalaceScaleParams(msgspec.Struct, kw_only=True):
     readers: int
 
 
+class PalaceDeleteParams(msgspec.Struct, kw_only=True):
+    """``palace_delete``: stop the palace's workers and move it to the home's archive
+    (``palace_restore`` brings it back). With ``discard_empty`` a palace that holds nothing
+    (no drawers, triples or archived drawers) is removed instead of archived: what a failed
+    import does with a palace it created."""
+
+    name: str
+    discard_empty: bool = False
+
+
+class PalaceRenameParams(msgspec.Struct, kw_only=True):
+    """``palace_rename``: stop the palace's workers and move its directory to ``new_name``."""
+
+    name: str
+    new_name: str
+
+
+class PalaceRestoreParams(msgspec.Struct, kw_only=True):
+    """``palace_restore``: bring an archived palace back, the newest archived under ``name``
+    unless ``entry`` (an archive entry, as ``palace_archived`` lists it) says which; as
+    ``new_name`` when given (the name may be taken again by then)."""
+
+    name: str
+    entry: str | None = None
+    new_name: str | None = None
+
+
 class PalaceHitsParams(msgspec.Struct, kw_only=True):
     """``palace_hits``: recall hits a reader counted, as ``[[label, count], ...]``; the
     writer adds them to the next write transaction."""
@@ -557,7 +584,12 @@ class RestoreResult(msgspec.Struct, kw_only=True):
 
 
 # Methods, by who answers them.
-BROKER_METHODS = frozenset({"ping", "status", "palace_list", "palace_create", "palace_scale"})
+# Broker methods that move a palace's directory, so they first stop its workers: each is
+# answered once they have exited (killed after ``[broker] close_grace_s``).
+PALACE_MOVE_METHODS = frozenset({"palace_delete", "palace_rename"})
+_BROKER_ONLY = ["ping", "status", "palace_list", "palace_archived", "palace_create",
+                "palace_scale", "palace_restore"]  # fmt: skip
+BROKER_METHODS = frozenset(_BROKER_ONLY) | PALACE_MOVE_METHODS
 # The dreamer's maintenance: routed to the writer, and not counted as foreground use of a
 # palace (so the dreamer's own traffic never makes a palace look busy to itself).
 DREAM_METHODS = frozenset(
@@ -598,6 +630,9 @@ EMBEDDER_METHODS = frozenset({"embed"})
 PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "palace_create": PalaceCreateParams,
     "palace_scale": PalaceScaleParams,
+    "palace_delete": PalaceDeleteParams,
+    "palace_rename": PalaceRenameParams,
+    "palace_restore": PalaceRestoreParams,
     "palace_hits": PalaceHitsParams,
     "memory_remember": RememberParams,
     "memory_recall": RecallParams,

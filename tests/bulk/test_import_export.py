@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -127,6 +129,9 @@ def test_reimport_is_idempotent_and_stdin_works(client, daemon, tmp_path):
 
 
 def test_bad_lines_are_reported_and_their_batch_is_not_imported(client, daemon, tmp_path):
+    # Into a palace that existed before: what got in stays (a palace the import created
+    # would be taken away again: test_a_failed_import_leaves_no_palace_behind).
+    client.palace_create("badlines")
     lines: list = [drawer_line(100 + i) for i in range(15)]
     lines[6] = drawer_line(106, content="")  # line 7
     lines[8] = drawer_line(108, vector=[0.1, 0.2])  # line 9
@@ -141,6 +146,7 @@ def test_bad_lines_are_reported_and_their_batch_is_not_imported(client, daemon, 
     summary = json.loads(done.stdout)
     assert summary["bad_lines"] == 3 and summary["imported"] == 5
     assert summary["held_back"] == 7  # the good lines of batches 2 and 3
+    assert summary["created_palace"] is None
     listed = client.list("badlines", limit=100).drawers
     assert {d.drawer_id for d in listed} == {str(uuid.UUID(int=101 + i)) for i in range(5)}
 
@@ -202,3 +208,87 @@ def test_export_without_vectors_and_dry_run(client, daemon, tmp_path):
     assert done.returncode == 0, done.stderr
     rows = [json.loads(x) for x in done.stdout.decode().splitlines()][1:]
     assert len(rows) == 4 and all(r["vector"] is None for r in rows)
+
+
+def test_a_failed_import_leaves_no_palace_behind(client, daemon, tmp_path):
+    # Nothing got in (a file of bad lines): the palace the import created is removed.
+    bad = write_jsonl(tmp_path / "bad.jsonl", ["{not json", "[1, 2]", drawer_line(1, content="")])
+    done = cli(daemon, "--json", "import", "nothing-in", str(bad))
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["created_palace"] == {
+        "palace": "nothing-in",
+        "status": "removed",
+    }
+    assert "removed palace nothing-in" in done.stderr.decode()
+    assert "nothing-in" not in client.palace_list()
+    assert "nothing-in" not in [a["name"] for a in client.palace_archived()]
+    assert not (daemon.home / "palaces" / "nothing-in").exists()
+    # A file that cannot be read: a clear error, and no palace was ever made.
+    done = cli(daemon, "--json", "import", "no-file", str(tmp_path / "missing.jsonl"))
+    assert done.returncode == 1
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == 1001 and "cannot read" in error["message"]
+    assert "no-file" not in client.palace_list()
+    # Batches got in around a bad one (lines 1-5 and 12; 6-11 held back with line 8):
+    # archived with what got in, and restorable; the same import then resumes.
+    lines = [drawer_line(400 + i) for i in range(12)]
+    path = write_jsonl(tmp_path / "half.jsonl", [*lines[:7], "{not json", *lines[8:]])
+    done = cli(daemon, "--json", "import", "half-in", str(path), "--batch-size", "5")
+    assert done.returncode == 1
+    gone = json.loads(done.stdout)["created_palace"]
+    assert gone["status"] == "archived" and gone["entry"].startswith("half-in-")
+    assert "palace restore half-in" in done.stderr.decode()
+    assert "half-in" not in client.palace_list()
+    client.palace_restore("half-in")
+    assert client.palace_info("half-in").drawer_count == 6
+    fixed = write_jsonl(tmp_path / "fixed.jsonl", lines)
+    done = cli(daemon, "--json", "import", "half-in", str(fixed), "--batch-size", "5")
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["skipped_existing"] == 6
+    assert client.palace_info("half-in").drawer_count == 12
+
+
+def interrupted_import(daemon, client, palace: str, lines: list, sig: int, wait_for: int):
+    """Start an import from a pipe that stays open, send ``lines``, wait until
+    ``wait_for`` drawers are in, then send ``sig``; returns the finished process."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trusty_memory.cli", "--json", "import", palace, "-",
+         "--batch-size", "2"],
+        env=daemon.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdin.write("".join(json.dumps(x) + "\n" for x in lines).encode())
+    proc.stdin.flush()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if palace in client.palace_list() and (
+            wait_for == 0 or client.palace_info(palace).drawer_count >= wait_for
+        ):
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        raise AssertionError(f"{palace}: the import did not get going")
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
+    return proc
+
+
+def test_an_interrupted_import_leaves_no_palace_behind(client, daemon):
+    proc = interrupted_import(daemon, client, "cut-early", [], signal.SIGINT, wait_for=0)
+    assert proc.returncode == 130
+    assert "cut-early" not in client.palace_list()
+    assert "cut-early" not in [a["name"] for a in client.palace_archived()]
+
+    lines = [drawer_line(500 + i) for i in range(2)]
+    proc = interrupted_import(daemon, client, "cut-late", lines, signal.SIGTERM, wait_for=2)
+    assert proc.returncode == 130
+    assert "cut-late" not in client.palace_list()
+    [archived] = [a for a in client.palace_archived() if a["name"] == "cut-late"]
+    client.palace_restore("cut-late", entry=archived["entry"])
+    assert client.palace_info("cut-late").drawer_count == 2
+
+    # Into a palace that existed before: interrupted, it stays, with what got in.
+    lines = [drawer_line(600 + i) for i in range(2)]
+    proc = interrupted_import(daemon, client, "cut-late", lines, signal.SIGINT, wait_for=4)
+    assert proc.returncode == 130
+    assert client.palace_info("cut-late").drawer_count == 4

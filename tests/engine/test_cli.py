@@ -26,6 +26,11 @@ def test_version_and_help_for_every_subcommand(tmp_path):
     for words in (
         ["palace", "create"],
         ["palace", "info"],
+        ["palace", "list"],
+        ["palace", "delete"],
+        ["palace", "rename"],
+        ["palace", "restore"],
+        ["import"],
         ["kg", "assert"],
         ["kg", "query"],
         ["archive", "restore"],
