@@ -202,7 +202,9 @@ class Session:
     def start(self) -> Session:
         self.call("initialize", INIT)
         self.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-        self.call("ping", {})  # answered by the SDK: the session is fully up
+        # ping is answered by serve itself; a tool call goes through the daemon's MCP host,
+        # which may still be starting when the daemon first answers: then the session is up.
+        self.call("tools/call", {"name": "palace_list", "arguments": {}})
         return self
 
     def write(self, line: bytes) -> None:

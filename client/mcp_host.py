@@ -8,9 +8,11 @@ reconnects). Eight sessions used to cost eight copies of the SDK.
 It listens on a Unix socket in the daemon's private run directory (recorded in the home's
 ``daemon.json`` as ``mcp``), accepts connections from the same user only, and runs one
 SDK session per connection. A connection starts with the relay's hello line
-(``{"palace", "initialize", "initialized"}``): the host creates the session with that
-``--palace`` default and replays the client's handshake into it, dropping the SDK's
-answer (the relay's edge already answered the client). Then JSON-RPC lines flow both ways.
+(``{"palace", "initialize", "initialized", "handshake_id"}``): the host creates the
+session with that ``--palace`` default and replays the client's handshake into it under
+the relay's ``handshake_id``, dropping the SDK's answers to that id (the relay's edge
+already answered the client; a client that initialises again is relayed the same way).
+Then JSON-RPC lines flow both ways.
 Every session shares one daemon client, so a session's write and its next read go through
 the same read-your-writes tracker.
 """
@@ -30,7 +32,6 @@ from typing import Any
 
 from trusty_memory.client.mcp_stdio import MAX_LINE_BYTES
 
-HANDSHAKE_ID = "trusty-memory-relay-handshake"  # the replayed initialize; its answer is dropped
 PARENT_CHECK_S = 1.0
 
 
@@ -84,16 +85,17 @@ class Host:
         if not isinstance(hello, dict):
             return
         front = FrontEnd(hello.get("palace"), self.log, client=self.client)
+        handshake_id = str(hello.get("handshake_id") or "relay-handshake")
 
         def send(message: dict[str, Any]) -> None:
-            if message.get("id") == HANDSHAKE_ID:
+            if message.get("id") == handshake_id:
                 return  # the replayed handshake: the client already has its answer
             writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
 
         session = SdkSession(build_server(front, __version__), send, self.log)
         if hello.get("initialize") is not None:
             session.feed(
-                {"jsonrpc": "2.0", "id": HANDSHAKE_ID, "method": "initialize",
+                {"jsonrpc": "2.0", "id": handshake_id, "method": "initialize",
                  "params": hello["initialize"]}
             )  # fmt: skip
         if hello.get("initialized"):

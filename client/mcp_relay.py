@@ -24,7 +24,8 @@ embedding model). If the connection drops, every request still waiting on it is 
 with an error (never left hanging) and the next one reconnects.
 
 Wire to the host: a stream of JSON lines. The relay's first line is a hello, ``{"palace":
-..., "initialize": params or null, "initialized": bool}``; then JSON-RPC messages both ways.
+..., "initialize": params or null, "initialized": bool, "handshake_id": id}``; then
+JSON-RPC messages both ways.
 """
 
 from __future__ import annotations
@@ -232,6 +233,10 @@ class Relay:
         self.stdin_closed = threading.Event()
         self._announced_start = False
         self.progress = ProgressTicker(edge)
+        # The id under which the host's SDK session gets the client's handshake: the host
+        # drops the SDK's reply to it (the edge answered the client at once). Unique, so
+        # no id a client picks is ever mistaken for it.
+        self.handshake_id = f"relay-handshake-{os.getpid()}-{os.urandom(6).hex()}"
 
     # -- from the edge (its reader thread) ----------------------------------------------
 
@@ -241,7 +246,11 @@ class Relay:
             return
         method = message.get("method")
         if method == "initialize" and "id" in message:
+            # The edge has answered it. The host gets the handshake under handshake_id (in
+            # the hello, or below for a client that initialises again) and drops the SDK's
+            # reply itself, so the client's id stays free for its later requests.
             self.init_params = message.get("params")
+            self.edge.handshake_stays_here(message["id"])
         elif method == "notifications/initialized":
             self.initialized = True
         elif method == "notifications/cancelled":
@@ -278,9 +287,13 @@ class Relay:
         method = message.get("method")
         is_request = "id" in message and method is not None
         key = _id_key(message["id"]) if is_request else ""
+        if method == "initialize" and is_request:
+            if self.link is not None and not self.link.closed:  # else: in the next hello
+                self._send({**message, "id": self.handshake_id})
+            return
         if self.link is None or self.link.closed:
-            if not is_request or method == "initialize":
-                return  # folded into the next hello, or moot without a host session
+            if not is_request:
+                return  # moot without a host session (initialized: in the next hello)
             self.progress.watch(key, message, "starting the daemon")
             try:
                 self._connect(start=True)
@@ -296,6 +309,9 @@ class Relay:
             with self._lock:
                 entry = (message["id"], _label(message), time.perf_counter())
                 self._inflight[key] = entry
+        self._send(message)
+
+    def _send(self, message: dict[str, Any]) -> None:
         try:
             self.link.send(message)
         except OSError:
@@ -316,7 +332,8 @@ class Relay:
             sock = open_host(start, self._announce_start)
             link = HostLink(sock, self._from_host, self._host_closed)
             hello = {"palace": self.palace, "initialize": self.init_params}
-            link.send({**hello, "initialized": self.initialized})
+            hello.update(initialized=self.initialized, handshake_id=self.handshake_id)
+            link.send(hello)
             self.link = link
         self.log.debug("relaying to the daemon's MCP host")
 

@@ -194,6 +194,12 @@ class StdioEdge:
         with self._lock:
             self._inflight.discard(_id_key(rid))
 
+    def handshake_stays_here(self, rid: Any) -> None:
+        """The ``initialize`` with this id goes to no SDK (the relay replays the handshake
+        under its own id), so no reply of that id is to be dropped."""
+        with self._lock:
+            self._suppress.discard(_id_key(rid))
+
     # -- output ------------------------------------------------------------------------
 
     def send(self, message: dict[str, Any]) -> None:

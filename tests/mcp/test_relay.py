@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Daemon
-from tests.mcp.conftest import RawServe, short_tmp, stop_daemon_in
+from tests.mcp.conftest import INIT_PARAMS, RawServe, short_tmp, stop_daemon_in
 from trusty_memory import home as home_mod
 from trusty_memory.client.mcp_stdio import HANDSHAKE_PROTOCOL_VERSIONS
 from trusty_memory.client.sync import Client
@@ -164,3 +164,28 @@ def test_a_call_that_starts_the_daemon_reports_progress():
             s.kill()
     finally:
         stop_daemon_in(fresh)
+
+
+@pytest.mark.parametrize("daemon_running", [True, False])
+def test_a_request_may_reuse_the_handshakes_id(home, daemon_running):
+    """The edge answers ``initialize`` itself; whether the host was reachable then (the
+    handshake relayed at once) or not (folded into the next hello), the SDK's own reply
+    must never swallow a later request that reuses the id."""
+    where = home if daemon_running else short_tmp("tmi-")
+    try:
+        s = RawServe(where)
+        try:
+            s.call(1, "initialize", {**INIT_PARAMS, "protocolVersion": "2025-06-18"})
+            s.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            answer = s.tool(1, "palace_list", {}, timeout=120)
+            assert answer["id"] == 1 and "result" in answer, answer
+            again = s.call(2, "initialize", {**INIT_PARAMS, "protocolVersion": "2025-06-18"})
+            assert again["result"]["serverInfo"]["name"] == "trusty-memory"
+            assert "result" in s.tool(2, "palace_list", {})  # id 2 reused as well
+            s.close_stdin()
+            assert s.wait(10) == 0  # nothing left in flight
+        finally:
+            s.kill()
+    finally:
+        if not daemon_running:
+            stop_daemon_in(where)
