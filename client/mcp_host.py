@@ -43,21 +43,35 @@ class Host:
 
         self.config = config
         self.log = log
-        self.client = AsyncClient(config, autostart=False)  # the daemon is our parent
+        # With autostart, as every client: if the daemon dies (kill -9, a crash), calls in
+        # flight are sent again to the daemon that replaces it, started here if need be,
+        # the way each serve's own client did before the relay (writes are idempotent).
+        self.client = AsyncClient(config)
         self.sessions = 0
+        self.server: asyncio.AbstractServer | None = None
 
     async def serve(self, stop: asyncio.Event) -> None:
         path = self.config.mcp_socket
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a crashed host's socket: the daemon lock makes it ours
-        server = await asyncio.start_unix_server(
+        self.server = await asyncio.start_unix_server(
             self.on_connection, path=str(path), limit=MAX_LINE_BYTES + 4096
         )
         os.chmod(path, 0o600)
         self.log.info("mcp host listening", socket=str(path))
-        async with server:
+        async with self.server:
             await stop.wait()
         await self.client.close()
+
+    async def drain(self, stop: asyncio.Event) -> None:
+        """Our daemon died without stopping us: take no new sessions (the next daemon has
+        its own host), finish the open ones, whose calls go on against the next daemon,
+        and exit once the last relay has gone."""
+        if self.server is not None:
+            self.server.close()  # stop listening; the socket path is the next host's
+        while self.sessions:
+            await asyncio.sleep(PARENT_CHECK_S)
+        stop.set()
 
     async def on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -147,8 +161,8 @@ async def main_async() -> int:
     async def watch_parent() -> None:
         while os.getppid() == parent:
             await asyncio.sleep(PARENT_CHECK_S)
-        log.info("daemon gone; stopping")
-        stop.set()
+        log.warning("daemon gone; serving the open sessions until they end", open=host.sessions)
+        await host.drain(stop)
 
     watcher = asyncio.create_task(watch_parent())
     await host.serve(stop)
