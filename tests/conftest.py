@@ -88,6 +88,25 @@ class Daemon:
         return "\n".join(lines)
 
 
+def run_cli(
+    daemon: Daemon,
+    *args: str,
+    stdin: str | bytes | None = None,
+    text: bool = True,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess:
+    """Run the real ``trusty-memory`` command against ``daemon``'s home."""
+    return subprocess.run(
+        [sys.executable, "-m", "trusty_memory.cli", *args],
+        env=daemon.env,
+        input=stdin,
+        capture_output=True,
+        text=text,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def _short_tmp(prefix: str) -> Path:
     # ipc socket paths must stay under ~100 bytes: keep homes short.
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

@@ -38,25 +38,13 @@ import numpy as np
 import torch
 
 try:  # a script beside a copy of compiled_model.py (how the embedder and setup run it)
-    from compiled_model import (
-        FORMAT,
-        MIN_COSINE,
-        MODEL_DIST,
-        MODEL_VERSION,
-        PROBES,
-        CompiledModel,
-        dist_versions,
-    )
+    import compiled_model as _compiled
 except ImportError:  # imported from the package
-    from trusty_memory.workers.compiled_model import (
-        FORMAT,
-        MIN_COSINE,
-        MODEL_DIST,
-        MODEL_VERSION,
-        PROBES,
-        CompiledModel,
-        dist_versions,
-    )
+    from trusty_memory.workers import compiled_model as _compiled
+
+FORMAT, MIN_COSINE, PROBES = _compiled.FORMAT, _compiled.MIN_COSINE, _compiled.PROBES
+MODEL_DIST, MODEL_VERSION = _compiled.MODEL_DIST, _compiled.MODEL_VERSION
+CompiledModel, dist_versions = _compiled.CompiledModel, _compiled.dist_versions
 
 BUILT_WITH = (MODEL_DIST, "torch", "sentence-transformers", "transformers", "onnx", "onnxruntime")
 

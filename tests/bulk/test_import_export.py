@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import run_cli
 from trusty_memory.client.sync import Client
 
 DIM = 384
@@ -28,14 +29,8 @@ def client(daemon):
 
 
 def cli(daemon, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    """Run the real ``trusty-memory`` command against the test daemon."""
-    return subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
-        env=daemon.env,
-        input=stdin,
-        capture_output=True,
-        timeout=180,
-    )
+    """The real ``trusty-memory`` command against the test daemon, bytes in and out."""
+    return run_cli(daemon, *args, stdin=stdin, text=False, timeout=180)
 
 
 def records(path: Path) -> list[dict]:

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import Daemon, _short_tmp
+from tests.conftest import Daemon, _short_tmp, run_cli
 from tests.dreamer.corpus import sentence, twin
 from trusty_memory.client.sync import Client
 from trusty_memory.config import Config
@@ -259,17 +259,6 @@ def test_2000_templated_distinct_notes_lose_nothing(client, daemon):
     info = client.palace_info("builds")
     assert info.drawer_count == 2000 and info.archived_count == 0
     assert_consistent(client, daemon.config, "builds")
-
-
-def run_cli(daemon: Daemon, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_prune_archive_restore_round_trip_through_the_cli(client, daemon):

@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import Daemon
+from tests.conftest import Daemon, run_cli
 from tests.engine.test_readers import wait_for_readers, workers_of
 from trusty_memory.client.sync import Client
 from trusty_memory.protocol import ErrorCode, TrustyError
@@ -37,15 +37,7 @@ def client(daemon):
     c.close()
 
 
-def cli(daemon: Daemon, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
-        env=daemon.env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+cli = run_cli
 
 
 def error_code(done: subprocess.CompletedProcess) -> int:
