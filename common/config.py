@@ -14,6 +14,7 @@ Example ``config.toml``::
     [palace]
     idle_stop_s = 600
     max_text_bytes = 65536
+    context_vectors = true    # embed a drawer with its episode predecessor
 
     [embedder]
     pool_size = 1
@@ -77,6 +78,10 @@ class PalaceSettings:
     # Fork palace workers from a template process that has done their imports (shared
     # copy-on-write); false starts each one as a fresh interpreter.
     fork_workers: bool = True
+    # Embed a drawer written inside an episode (same room, within the episode window)
+    # together with the drawer written just before it; its stored text stays its own
+    # (``workers/context.py``).
+    context_vectors: bool = True
     # A new writer waits this long for a predecessor that lost its broker to exit.
     writer_lock_wait_s: float = 15.0
 
