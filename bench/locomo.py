@@ -1,16 +1,19 @@
 """LoCoMo retrieval benchmark through the product's own recall path.
 
     .venv/bin/python bench/locomo.py [--data ../shared/data/locomo10.json]
-        [--limit-conversations N] [--smoke] [--out bench/out/locomo.json]
+        [--limit-conversations N] [--questions-per-conversation N] [--smoke]
+        [--context-vectors on|off] [--window N] [--out bench/out/locomo.json]
 
 What it does, in one run (so every figure compares like with like):
 
 1. starts a real daemon in a throw-away home (as ``bench/engine.py`` does);
 2. one palace per conversation; every dialog turn stored as a drawer through the Python
-   client: the content is ``"<speaker>: <text>"`` (plus the BLIP caption of a shared photo,
-   part of the dialog as the dataset gives it), tags ``[speaker, session-N]``, the session
-   date as ``created_at`` and everything in ``metadata``; the vector is that of the turn with
-   its neighbours in the session (``embed_text``, ``--window``);
+   client, in order, by one session per conversation (as an agent writes): the content is
+   ``"<speaker>: <text>"`` (plus the BLIP caption of a shared photo, part of the dialog as
+   the dataset gives it), tags ``[speaker, session-N]``, the session date as ``created_at``
+   and everything in ``metadata``; by default nothing else, so the vector is the one the
+   palace computes (``workers/context.py``). ``--window N`` is client help no MCP client
+   gives: it sends ``embed_text``, the turn with N neighbours each side in the session;
 3. every question recalled with ``memory_recall`` and ``memory_recall_deep``: top_k 10,
    and again top_k 50 to rank sessions (a session ranks where its best turn does);
 4. baselines computed here: exact MiniLM cosine and SQLite FTS5 BM25 (OR of the terms)
