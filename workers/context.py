@@ -12,8 +12,12 @@ The predecessor's own text was embedded when it was written, so the embedder's c
 the same batch) answers it: no extra tokens through the model in the usual case, and at
 most one more text per remember when the cache has lost it (a restarted daemon).
 
-``[palace] context_vectors = false`` (``TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS=0``) turns it
-off. Measured through the product (``bench/locomo.py`` with no ``embed_text``, first 3
+``[palace] context_vectors = true`` (``TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS=1``) turns it
+on. It is off by default: the dreamer finds restatements by the cosine of the stored
+vectors (>= 0.95), and two restatements written after different predecessors no longer
+reach it (``tests/dreamer/test_dream_daemon.py`` finds 1 of its 4 planted pairs with it
+on). Keeping each drawer's own vector for the dreamer beside the mixed one for the index
+would lift that. Measured through the product (``bench/locomo.py`` with no ``embed_text``, first 3
 conversations, 495 questions; ``bench/eng_notes.py``, 200 questions), ``memory_recall_deep``:
 
 =========================================  ======================  =====================
@@ -24,7 +28,7 @@ off                                        73.4 / 89.9             43.8 / 85.2 /
 predecessor text + own text, 300 chars     76.7 / 90.3             43.2 / 88.0 / 90.2
 same, 120 chars                            75.2 / 89.0             42.8 / 84.5 / 89.2
 vector mix, weight 0.3                     75.3 / 89.0             44.2 / 88.8 / 89.8
-vector mix, weight 0.5 (kept)              75.7 / 89.0             44.0 / 89.0 / 89.8
+vector mix, weight 0.5 (chosen)            75.7 / 89.0             44.0 / 89.0 / 89.8
 vector mix, weight 0.7                     75.6 / 89.0             43.5 / 88.5 / 89.8
 vector mix, weight 1.0                     76.6 / 89.0             43.2 / 87.8 / 90.2
 =========================================  ======================  =====================

@@ -9,10 +9,12 @@ right after another in the same room; not when written hours later).
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.conftest import Daemon, _short_tmp
 from trusty_memory.client.sync import Client
 
 pytestmark = pytest.mark.slow
@@ -40,6 +42,16 @@ PARAPHRASE = "My daughter began taking violin lessons last week."
 
 QUESTION = "Do you still go bouldering at the climbing gym?"
 REPLY = "Yes, every Saturday morning!"
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    """This module's daemon has context vectors on (``[palace] context_vectors``)."""
+    home = _short_tmp("tm-")
+    d = Daemon(home, extra_env={"TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS": "1"}).start()
+    yield d
+    d.stop()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

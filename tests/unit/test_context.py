@@ -92,12 +92,12 @@ def test_the_switch_turns_it_off():
 def test_switch_default_and_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("TRUSTY_MEMORY_HOME", str(tmp_path))
     monkeypatch.delenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS", raising=False)
+    assert load_config().palace.context_vectors is False  # see workers/context.py
+    monkeypatch.setenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS", "1")
     assert load_config().palace.context_vectors is True
-    monkeypatch.setenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS", "0")
-    assert load_config().palace.context_vectors is False
     monkeypatch.delenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS")
-    (tmp_path / "config.toml").write_text("[palace]\ncontext_vectors = false\n")
-    assert load_config().palace.context_vectors is False
+    (tmp_path / "config.toml").write_text("[palace]\ncontext_vectors = true\n")
+    assert load_config().palace.context_vectors is True
 
 
 class FakeEmbedder:
