@@ -1,16 +1,19 @@
 """LoCoMo retrieval benchmark through the product's own recall path.
 
     .venv/bin/python bench/locomo.py [--data ../shared/data/locomo10.json]
-        [--limit-conversations N] [--smoke] [--out bench/out/locomo.json]
+        [--limit-conversations N] [--questions-per-conversation N] [--smoke]
+        [--context-vectors on|off] [--window N] [--out bench/out/locomo.json]
 
 What it does, in one run (so every figure compares like with like):
 
 1. starts a real daemon in a throw-away home (as ``bench/engine.py`` does);
 2. one palace per conversation; every dialog turn stored as a drawer through the Python
-   client: the content is ``"<speaker>: <text>"`` (plus the BLIP caption of a shared photo,
-   part of the dialog as the dataset gives it), tags ``[speaker, session-N]``, the session
-   date as ``created_at`` and everything in ``metadata``; the vector is that of the turn with
-   its neighbours in the session (``embed_text``, ``--window``);
+   client, in order, by one session per conversation (as an agent writes): the content is
+   ``"<speaker>: <text>"`` (plus the BLIP caption of a shared photo, part of the dialog as
+   the dataset gives it), tags ``[speaker, session-N]``, the session date as ``created_at``
+   and everything in ``metadata``; by default nothing else, so the vector is the one the
+   palace computes (``workers/context.py``). ``--window N`` is client help no MCP client
+   gives: it sends ``embed_text``, the turn with N neighbours each side in the session;
 3. every question recalled with ``memory_recall`` and ``memory_recall_deep``: top_k 10,
    and again top_k 50 to rank sessions (a session ranks where its best turn does);
 4. baselines computed here: exact MiniLM cosine and SQLite FTS5 BM25 (OR of the terms)
@@ -225,11 +228,8 @@ def ingest(config, convs: list[Conversation], args: argparse.Namespace) -> dict:
             elif client.palace_info(name).drawer_count == len(conv.turns):
                 continue  # a reused home: already loaded
             todo.append([(conv, i) for i in range(len(conv.turns))])
-    # Round-robin over the conversations: every palace worker has work at once.
-    todo = [item for row in itertools.zip_longest(*todo) for item in row if item is not None]
 
-    def work(client: Client, item: object) -> None:
-        conv, i = item
+    def store(client: Client, conv: Conversation, i: int) -> None:
         params = remember_params(conv, i, args)
         for attempt in range(INGEST_RETRIES):
             try:
@@ -241,9 +241,23 @@ def ingest(config, convs: list[Conversation], args: argparse.Namespace) -> dict:
                 if exc.code != ErrorCode.TIMEOUT or attempt == INGEST_RETRIES - 1:
                     raise
 
-    run_threads(INGEST_THREADS, todo, work, config)
+    if args.ordered:
+        # One session per conversation, writing its turns in order and each after the
+        # previous one was acknowledged, as an agent does: the palace sees the dialog's
+        # order, which its episodes (and context vectors) follow.
+        def work(client: Client, item: object) -> None:
+            for conv, i in item:
+                store(client, conv, i)
+
+        run_threads(len(todo), todo, work, config)
+        stored = sum(len(row) for row in todo)
+    else:
+        # Round-robin over the conversations: every palace worker has work at once.
+        flat = [item for row in itertools.zip_longest(*todo) for item in row if item is not None]
+        run_threads(INGEST_THREADS, flat, lambda client, item: store(client, *item), config)
+        stored = len(flat)
     seconds = time.monotonic() - started
-    return {"turns_stored": len(todo), "seconds": round(seconds, 1)}
+    return {"turns_stored": stored, "seconds": round(seconds, 1)}
 
 
 def product_rankings(
@@ -389,8 +403,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--smoke", action="store_true", help="one conversation, 40 questions: a CI-sized run"
     )
-    parser.add_argument("--window", type=int, default=1, help="context turns each side (0: off)")
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="client help: send embed_text with N turns each side (0: off, as agents call it)",
+    )
     parser.add_argument("--no-captions", dest="captions", action="store_false")
+    parser.add_argument(
+        "--unordered",
+        dest="ordered",
+        action="store_false",
+        help="32 writers round-robin over the conversations (turns of one palace may arrive"
+        " out of order) instead of one in-order writer per conversation",
+    )
+    parser.add_argument(
+        "--context-vectors",
+        choices=("on", "off"),
+        default=None,
+        help="the daemon's [palace] context_vectors (default: its config)",
+    )
+    parser.add_argument(
+        "--questions-per-conversation",
+        type=int,
+        default=None,
+        help="evaluate only the first N questions of each conversation (a quicker run)",
+    )
     parser.add_argument(
         "--home", type=Path, default=None, help="keep the daemon home here (reused if loaded)"
     )
@@ -404,6 +442,13 @@ def main(argv: list[str] | None = None) -> int:
         convs[0].questions = convs[0].questions[:40]
     elif args.limit_conversations:
         convs = convs[: args.limit_conversations]
+    if args.questions_per_conversation:
+        for conv in convs:
+            conv.questions = conv.questions[: args.questions_per_conversation]
+    if args.context_vectors is not None:
+        os.environ["TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS"] = (
+            "1" if args.context_vectors == "on" else "0"
+        )
 
     home = args.home or Path(tempfile.mkdtemp(prefix="tml-", dir="/tmp"))
     home.mkdir(parents=True, exist_ok=True)
@@ -443,7 +488,13 @@ def main(argv: list[str] | None = None) -> int:
         "conversations": len(convs),
         "turns": sum(len(c.turns) for c in convs),
         "questions_evaluated": sum(len(c.questions) for c in convs),
-        "settings": {"top_k": TOP_K, "window": args.window, "captions": args.captions},
+        "settings": {
+            "top_k": TOP_K,
+            "window": args.window,
+            "captions": args.captions,
+            "ordered": args.ordered,
+            "context_vectors": load_config().palace.context_vectors,
+        },
         "evidence": report.as_dict(),
         "ingest": timings,
         "recall_latency_ms": latency,

@@ -14,6 +14,7 @@ Example ``config.toml``::
     [palace]
     idle_stop_s = 600
     max_text_bytes = 65536
+    context_vectors = false   # true: a drawer's vector carries its episode predecessor's
 
     [embedder]
     pool_size = 1
@@ -80,6 +81,11 @@ class PalaceSettings:
     # Fork palace workers from a template process that has done their imports (shared
     # copy-on-write); false starts each one as a fresh interpreter.
     fork_workers: bool = True
+    # Give a drawer written inside an episode (same room, within the episode window) a
+    # vector that carries its predecessor's too; its stored text stays its own
+    # (``workers/context.py``). Off by default: the dreamer's duplicate scan reads the
+    # stored vectors, and mixed ones hide restatements written in different episodes.
+    context_vectors: bool = False
     # A new writer waits this long for a predecessor that lost its broker to exit.
     writer_lock_wait_s: float = 15.0
 

@@ -28,7 +28,7 @@ from trusty_memory.client.sync import Client
 from trusty_memory.config import Config, load_config
 from trusty_memory.logs import setup_logging
 from trusty_memory.names import validate_palace_name
-from trusty_memory.workers import bulk, maintenance
+from trusty_memory.workers import bulk, context, maintenance
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
@@ -180,26 +180,37 @@ class PalaceWorker(Worker):
             if not text.strip():
                 raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"{method}: '{field}' is empty")
 
+    def remember_inputs(self, remembers: list[Any]) -> list[tuple[str, str | None]]:
+        """``(text to embed, context text or None)`` for a batch's remembers, in arrival
+        order (the writer adds episode context: ``workers/context.py``)."""
+        return [(params.embed_text or params.text, None) for params in remembers]
+
     def embed_all(self, work) -> tuple[dict[str, np.ndarray], dict[str, p.TrustyError]]:
+        remembers = [params for job, params in work if job.request.method == "memory_remember"]
+        inputs = iter(self.remember_inputs(remembers) if remembers else [])
         needs = [
-            (
-                job.request.id,
-                (params.embed_text or params.text)
-                if job.request.method == "memory_remember"
-                else params.query,
-            )
+            (job.request.id, next(inputs) if job.request.method == "memory_remember"
+             else (params.query, None))
             for job, params in work
             if job.request.method in ("memory_remember", "memory_recall", "memory_recall_deep")
-        ]
+        ]  # fmt: skip
         if not needs:
             return {}, {}
+        texts = list(dict.fromkeys(t for _, pair in needs for t in pair if t is not None))
         try:
-            block = self.embedder.encode([text for _, text in needs])
+            block = self.embedder.encode(texts)
         except p.TrustyError as exc:
             self.log.warning("embedding failed", error=exc.message)
             err = p.TrustyError(p.ErrorCode.EMBEDDER_UNAVAILABLE, f"embedder: {exc.message}")
             return {}, {rid: err for rid, _ in needs}
-        return {rid: block[i] for i, (rid, _) in enumerate(needs)}, {}
+        row = {text: i for i, text in enumerate(texts)}
+        vectors = {}
+        for rid, (text, ctx) in needs:
+            vec = block[row[text]]
+            if ctx is not None:
+                vec = context.mix(vec, block[row[ctx]])
+            vectors[rid] = vec
+        return vectors, {}
 
     def execute(self, job: Job, params, vectors: dict[str, np.ndarray]):
         method = job.request.method

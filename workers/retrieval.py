@@ -67,6 +67,15 @@ Capping drawers per episode in the top-k, or MMR over the vectors, bought back a
 On LoCoMo-in-one-table, dropping the common *terms* outright (instead of only their
 drawers) cost up to 13 points of BM25 turn R@10; bounding the drawers cost at most 0.6 at
 a budget of 150 and nothing from 300 up. Palaces under the budget are never affected.
+
+Pseudo-relevance feedback, tried and not kept: a third RRF list (weight 0.3), BM25 over the
+5 rarest terms of the top 3 fused drawers that the query lacks and another drawer holds.
+With context vectors on, LoCoMo through the agent's path (all 1,982 questions) went from
+72.4 to 73.4 turn R@10 (every category up), strict session R@10 88.4 -> 88.2, top-10
+sessions 92.8 both; the engineering-notes set (``bench/eng_notes.py``) R@1 / R@5 / R@10
+44.0 / 89.0 / 89.8 -> 45.5 / 89.0 / 90.2. But deep recall at 10k drawers went from 8.2 to
+11.6-13.1 ms p50 (``bench/engine.py``, back to back; the document counts of the feedback
+terms are new for every query), which the 16 ms target via MCP cannot absorb.
 """
 
 from __future__ import annotations

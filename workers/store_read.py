@@ -56,7 +56,7 @@ from trusty_memory.protocol import (
     Triple,
     TrustyError,
 )
-from trusty_memory.workers import maintenance, retrieval
+from trusty_memory.workers import context, maintenance, retrieval
 from trusty_memory.workers import store_values as v
 from trusty_memory.workers.index import VectorIndex
 from trusty_memory.workers.store_schema import connect_readonly, storage_error
@@ -409,6 +409,15 @@ class ReadStore:
         episodes = self._episodes({label for label, _ in fused})
         ranked = retrieval.smooth_episodes(fused, episodes, top_k)
         return [(label, score, 3) for label, score in ranked]
+
+    def last_written(self) -> context.Written | None:
+        """The newest drawer (highest label): the episode predecessor of the next write."""
+        row = self._conn.execute(
+            "SELECT room, created_at, content FROM drawers ORDER BY label DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return None
+        return context.Written(row[0], context.seconds_of(row[1]), row[2])
 
     def _episodes(self, labels: set[int]) -> Callable[[int, int], bool]:
         """``same_episode(a, b)`` for ``labels`` and their label neighbours: same room,

@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from trusty_memory import names
 from trusty_memory import protocol as p
-from trusty_memory.workers import bulk, maintenance
+from trusty_memory.workers import bulk, context, maintenance, retrieval
+from trusty_memory.workers import store_values as v
 from trusty_memory.workers.base import Job, Reply
 from trusty_memory.workers.embedding import DIM
 from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker
@@ -31,6 +33,27 @@ class PalaceWriter(PalaceWorker):
         return PalaceStore.open(
             self.config.palace_dir(self.palace), self.palace, self.config.palace, dim=DIM
         )
+
+    def remember_inputs(self, remembers: list[p.RememberParams]) -> list[tuple[str, str | None]]:
+        """Each remember embedded with its episode predecessor (``workers/context.py``),
+        unless ``[palace] context_vectors`` is off or the caller sent ``embed_text``."""
+        if not self.config.palace.context_vectors:
+            return PalaceWorker.remember_inputs(self, remembers)
+        out: list[tuple[str, str | None]] = []
+        previous = self.store.last_written()
+        for params in remembers:
+            try:
+                when = context.seconds_of(v.check_created_at(params.created_at))
+                drawer = context.Written(names.normalize_room(params.room), when, params.text)
+            except (p.TrustyError, ValueError, TypeError):
+                drawer = None  # refused later with its own error
+            if drawer is None or params.embed_text is not None:
+                out.append((params.embed_text or params.text, None))
+            else:
+                ctx = context.context_of(previous, drawer, retrieval.EPISODE_WINDOW_S)
+                out.append((params.text, ctx))
+            previous = drawer
+        return out
 
     def run_batch(self, work: list[tuple[Job, Any]], vectors: dict[str, np.ndarray]):
         replies: list[Reply] = []

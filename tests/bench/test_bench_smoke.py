@@ -92,6 +92,21 @@ def test_locomo_bench_smoke(tmp_path):
     assert r["recall_latency_ms"]["memory_recall_deep"]["p50_ms"] > 0
 
 
+def test_eng_notes_bench_smoke(tmp_path):
+    """The engineering-notes set through the product, first 40 questions."""
+    out = tmp_path / "eng.json"
+    run_bench("bench/eng_notes.py", "--limit", "40", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert r["questions"] == 40 and r["drawers"] > 150
+    for method in ("memory_recall", "memory_recall_deep"):
+        overall = r["results"][method]["overall"]
+        assert overall["n"] == 40
+        assert 0 <= overall["r1"] <= overall["r5"] <= overall["r10"] <= 100, (method, overall)
+        assert sum(c["n"] for c in r["results"][method]["by_category"].values()) == 40
+    # Even a small run finds most gold notes in the top 10 with deep recall.
+    assert r["results"]["memory_recall_deep"]["overall"]["r10"] >= 60
+
+
 def test_scale_bench_smoke(tmp_path):
     """Import, recall, recall@10 against exact search, RSS, cold open; 2,000 drawers."""
     out = tmp_path / "scale.json"

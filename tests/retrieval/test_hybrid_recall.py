@@ -2,14 +2,19 @@
 
 Each case is built so that one half of the fusion alone would miss it: a made-up keyword
 that only BM25 can match, a paraphrase that shares no word with its query (only the vector
-can match it), and a reply whose meaning lives in the turn before it (only its
-``embed_text`` context window makes it findable).
+can match it), and a reply whose meaning lives in the turn before it (findable through a
+caller's ``embed_text``, or through the context vector the palace gives a drawer written
+right after another in the same room; not when written hours later).
 """
 
 from __future__ import annotations
 
+import shutil
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
+from tests.conftest import Daemon, _short_tmp
 from trusty_memory.client.sync import Client
 
 pytestmark = pytest.mark.slow
@@ -40,15 +45,28 @@ REPLY = "Yes, every Saturday morning!"
 
 
 @pytest.fixture(scope="module")
+def daemon():
+    """This module's daemon has context vectors on (``[palace] context_vectors``)."""
+    home = _short_tmp("tm-")
+    d = Daemon(home, extra_env={"TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS": "1"}).start()
+    yield d
+    d.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
 def palace(daemon):
-    """Palace ``hybrid`` stores the reply with its context window; ``plain`` without it."""
+    """Palace ``hybrid`` stores the reply with its context window; ``plain`` without it,
+    right after the question (as an agent would); ``apart`` three hours after it."""
+    later = (datetime.now(UTC) + timedelta(hours=3)).isoformat()
     with Client(daemon.config, autostart=False) as client:
-        for name in ("hybrid", "plain"):
+        for name in ("hybrid", "plain", "apart"):
             client.palace_create(name)
             for text in [*DISTRACTORS, KEYWORD, PARAPHRASE, QUESTION]:
                 client.remember(name, text)
         client.remember("hybrid", REPLY, embed_text=f"{QUESTION}\n{REPLY}", tags=["Ann"])
         client.remember("plain", REPLY, tags=["Ann"])
+        client.remember("apart", REPLY, tags=["Ann"], created_at=later)
         yield client
 
 
@@ -74,13 +92,19 @@ def test_embed_text_puts_a_reply_in_its_context_and_stores_the_turn_itself(palac
     query = "How often does Ann go climbing?"
     for deep in (False, True):
         assert REPLY in contents(palace.recall("hybrid", query, deep=deep)), deep
-    # The control: the same reply embedded alone is not found by its vector...
-    assert REPLY not in contents(palace.recall("plain", query))
-    # ...but deep recall still finds it through its episode: it was written right after
-    # the question it answers, in the same room (``retrieval.smooth_episodes``).
-    assert REPLY in contents(palace.recall("plain", query, deep=True))
     [hit] = palace.recall("hybrid", query, deep=True, tag="Ann").results
     assert hit.content == REPLY
+
+
+def test_a_reply_written_right_after_its_question_is_found_without_client_help(palace):
+    query = "How often does Ann go climbing?"
+    # The palace mixed the question's vector into the reply's (``workers/context.py``).
+    for deep in (False, True):
+        assert REPLY in contents(palace.recall("plain", query, deep=deep)), deep
+    [hit] = palace.recall("plain", query, deep=True, tag="Ann").results
+    assert hit.content == REPLY  # stored as written
+    # The control: the same reply written hours later is not found by its vector alone.
+    assert REPLY not in contents(palace.recall("apart", query))
 
 
 def test_deep_recall_returns_no_duplicates(palace):

@@ -1,0 +1,566 @@
+"""A second retrieval set: engineering notes a coding agent would store, with gold drawers.
+
+    .venv/bin/python bench/eng_notes_data.py [--out bench/data/eng_notes.json] [--check]
+
+Deterministic (a fixed seed, hand-written facts and templates, no model): the same code
+always writes the same file, and ``--check`` says whether the committed file is up to date.
+Not LoCoMo's source or shape: no dialog, no speakers; notes about services (ports, library
+versions and their upgrades, config values, owners, incidents and their follow-ups,
+decisions, migrations), people (role, city, team) and a body of unrelated chatter, written
+in work sessions (one room, a few minutes apart, topics mixed as an agent's notes are).
+
+Every question is paraphrased (never a copy of a note's wording) and names its gold
+drawer(s). Categories:
+
+- ``single``: one note answers it (a port, a config value, a decision's reason);
+- ``distractor``: a near-duplicate note differs only in a number, version or service
+  (another service's value of the same key, an older value of the same setting);
+- ``multi_hop``: two notes are needed (the owner of the service on port N; the city of
+  the person who owns service S); both are gold;
+- ``temporal``: the answer depends on when (the version before an upgrade, the version
+  set in a given month, when a migration happened, the current value);
+- ``follow_up``: a note written right after another in the same session that does not
+  name its subject ("Follow-up: added an alert ..."), as agents write them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+SEED = 20261125
+DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "eng_notes.json"
+START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+# name, how questions call it, room, language/runtime, main library
+SERVICES = [
+    ("billing-api", "the billing API", "backend", "Go", "pgx"),
+    ("ingest-worker", "the ingestion worker", "backend", "Python", "celery"),
+    ("auth-gateway", "the auth gateway", "infra", "Go", "envoy"),
+    ("search-indexer", "the search indexer", "backend", "Rust", "tantivy"),
+    ("notifier", "the notification service", "backend", "Python", "aiosmtplib"),
+    ("report-builder", "the reporting job", "backend", "Python", "pandas"),
+    ("media-proxy", "the media proxy", "infra", "Rust", "hyper"),
+    ("scheduler", "the cron scheduler", "infra", "Python", "apscheduler"),
+    ("ledger-sync", "the ledger sync", "backend", "Java", "kafka-clients"),
+    ("web-frontend", "the web app", "frontend", "TypeScript", "next"),
+    ("flags-service", "the feature flag service", "backend", "Go", "grpc-go"),
+    ("audit-log", "the audit trail service", "backend", "Java", "spring-boot"),
+    ("geo-lookup", "the geolocation lookup", "backend", "Rust", "maxminddb"),
+    ("export-cli", "the export command-line tool", "tools", "Python", "click"),
+    ("metrics-relay", "the metrics relay", "infra", "Go", "prometheus/client_golang"),
+    ("chat-bridge", "the chat bridge bot", "tools", "TypeScript", "discord.js"),
+]
+
+PEOPLE = [
+    ("Priya Raman", "staff engineer", "Bangalore", "platform"),
+    ("Tomasz Kowal", "SRE", "Warsaw", "infrastructure"),
+    ("Ana Ferreira", "backend lead", "Lisbon", "payments"),
+    ("Kenji Mori", "security engineer", "Osaka", "security"),
+    ("Lena Vogel", "engineering manager", "Hamburg", "data"),
+    ("Marcus Bell", "frontend engineer", "Toronto", "web"),
+    ("Olu Adeyemi", "data engineer", "Lagos", "data"),
+    ("Sofia Marin", "SRE", "Bucharest", "infrastructure"),
+    ("David Cohen", "principal engineer", "Tel Aviv", "platform"),
+    ("Hana Novak", "QA lead", "Prague", "quality"),
+    ("Rafael Ortiz", "backend engineer", "Monterrey", "payments"),
+    ("Mei Lin", "tech lead", "Taipei", "search"),
+]
+
+# key in the config file, how a question calls it, values to pick from, why it was set
+CONFIG_KEYS = [
+    (
+        "max_connections",
+        "connection pool size",
+        [20, 32, 50, 64, 80, 100, 128],
+        "the database ran out of slots under load",
+    ),
+    (
+        "request_timeout_ms",
+        "request timeout",
+        [800, 1500, 2500, 3000, 5000, 12000],
+        "upstream calls hung during deploys",
+    ),
+    (
+        "retry_limit",
+        "number of retries",
+        [2, 3, 4, 5, 6, 8],
+        "transient network errors were failing whole jobs",
+    ),
+    (
+        "batch_size",
+        "batch size",
+        [50, 100, 200, 250, 500, 1000],
+        "throughput was too low with single-row writes",
+    ),
+    (
+        "cache_ttl_s",
+        "cache expiry",
+        [30, 60, 120, 300, 600, 900],
+        "stale entries were served after edits",
+    ),
+    ("worker_threads", "thread count", [4, 6, 8, 12, 16, 24], "CPU sat idle while requests queued"),
+]
+
+SYMPTOMS = [
+    (
+        "returned 502s for about 40 minutes",
+        "502 errors",
+        "a TLS certificate expired on the load balancer",
+        "renewed the certificate and automated renewal",
+    ),
+    (
+        "leaked memory until the pods were OOM-killed",
+        "out-of-memory crashes",
+        "an unbounded in-process cache",
+        "capped the cache at 10k entries",
+    ),
+    (
+        "double-processed a batch of events",
+        "duplicate processing",
+        "a consumer rebalance without committed offsets",
+        "commit offsets before acking",
+    ),
+    (
+        "stalled with p99 latency above 9 seconds",
+        "latency spike",
+        "a missing index on the lookup table",
+        "added the composite index",
+    ),
+    (
+        "lost writes during a failover",
+        "lost writes",
+        "asynchronous replication with no fencing",
+        "switched to synchronous commit for that table",
+    ),
+    (
+        "crash-looped after a deploy",
+        "crash loop",
+        "a config key renamed without a default",
+        "added the old key as an alias",
+    ),
+    (
+        "filled the disk with debug logs",
+        "full disk",
+        "log level left at debug after an investigation",
+        "reset the level and added log rotation",
+    ),
+    (
+        "served stale data for two hours",
+        "stale data",
+        "a cache invalidation message dropped by the broker",
+        "made invalidation idempotent and retried",
+    ),
+]
+
+ALERTS = [
+    ("error rate", "2%"),
+    ("heap usage", "85%"),
+    ("consumer lag", "5000 messages"),
+    ("p99 latency", "1.5 s"),
+    ("replication delay", "10 s"),
+    ("restart count", "3 in 10 minutes"),
+    ("disk usage", "80%"),
+    ("cache miss ratio", "40%"),
+]
+
+DECISIONS = [
+    ("PostgreSQL", "MongoDB", "the primary store", "we need transactions across accounts"),
+    ("Redis Streams", "RabbitMQ", "the job queue", "we already run Redis and need replay"),
+    ("OpenTelemetry", "a vendor agent", "tracing", "it keeps us vendor-neutral"),
+    ("gRPC", "REST with JSON", "internal calls", "the schema is checked at build time"),
+    ("SQLite", "a hosted database", "local state", "it runs without a server on laptops"),
+    ("Terraform", "hand-written scripts", "provisioning", "plans are reviewable in pull requests"),
+    (
+        "ClickHouse",
+        "Elasticsearch",
+        "analytics queries",
+        "aggregations were ten times faster in the trial",
+    ),
+    ("Argo CD", "Jenkins jobs", "deployments", "the cluster state is declared in git"),
+]
+
+MIGRATION_TARGETS = [
+    "Kubernetes",
+    "the new VPC",
+    "ARM instances",
+    "Postgres 16",
+    "the eu-west-2 region",
+    "Debian 12 base images",
+    "the shared service mesh",
+    "managed Kafka",
+]
+
+CHATTER = [
+    "Ran the full test suite locally; everything green except two flaky UI tests.",
+    "Reminder to self: the staging VPN profile expires at the end of the quarter.",
+    "Cleaned up stale branches older than 90 days in the main repository.",
+    "The design review for the onboarding flow moved to Thursday afternoon.",
+    "Pair-programmed on the pagination bug; root cause still unclear, reproducing with a fixture.",
+    "Updated the README with the new local setup steps for Apple Silicon laptops.",
+    "Lint rules tightened: unused imports now fail CI.",
+    "Wrote an ADR draft about naming conventions for queues, not yet reviewed.",
+    "Benchmarks on the laptop are noisy; use the dedicated runner for numbers.",
+    "The docs site build takes 6 minutes; caching node_modules would help.",
+    "Rotated my personal access token; old one revoked.",
+    "Quarterly dependency audit: 14 packages with minor updates pending.",
+    "Code freeze for the release starts Friday at noon.",
+    "Pre-commit hook now runs the formatter on staged files only.",
+    "Demo environment reset; seed data reloaded from the fixtures bucket.",
+    "Triage rotation swapped this week, I cover Tuesday and Wednesday.",
+    "Flamegraph of the hot path shows JSON encoding as the top frame.",
+    "Investigated a slow query report; it was a one-off vacuum running.",
+    "Added type hints to the settings module, mypy passes now.",
+    "Team offsite agenda is in the shared drive under planning.",
+]
+
+
+def _versions(rng: random.Random) -> list[str]:
+    major = rng.randint(1, 5)
+    minor = rng.randint(0, 9)
+    steps = []
+    for _ in range(3):
+        minor += rng.randint(1, 3)
+        steps.append(f"{major}.{minor}.{rng.randint(0, 9)}")
+    return steps
+
+
+def _month(day: datetime) -> str:
+    return day.strftime("%B %Y")
+
+
+def generate(seed: int = SEED) -> dict:
+    """The set: ``drawers`` in write order (id, text, room, tags, created_at) and
+    ``questions`` (id, question, category, gold drawer ids)."""
+    rng = random.Random(seed)
+    notes: list[dict] = []  # each: text, room, tags, day (the order is fixed later)
+    questions: list[dict] = []
+
+    def note(text: str, room: str, tags: list[str], day: int, key: str | None = None) -> str:
+        nid = f"n{len(notes):03d}"
+        notes.append({"id": nid, "text": text, "room": room, "tags": tags, "day": day, "key": key})
+        return nid
+
+    def ask(category: str, question: str, gold: list[str]) -> None:
+        questions.append({"question": question, "category": category, "gold": gold})
+
+    people = list(PEOPLE)
+    person_note: dict[str, str] = {}
+    for name, role, city, team in people:
+        first = name.split()[0]
+        person_note[name] = note(
+            f"{name} is our {role} on the {team} team, working from {city}.",
+            "team",
+            ["people", first.lower()],
+            rng.randint(0, 10),
+        )
+    ports = rng.sample(range(7000, 9900), len(SERVICES))
+    owners = [people[i % len(people)] for i in range(len(SERVICES))]
+    rng.shuffle(owners)
+    keys = list(CONFIG_KEYS)
+    for s, (svc, alias, room, lang, lib) in enumerate(SERVICES):
+        day0 = rng.randint(0, 20)
+        # Port, and a near-duplicate: the old port before a move (temporal + distractor).
+        port = ports[s]
+        old_port = port - rng.choice([1, 10, 100])
+        n_old_port = note(
+            f"{svc} ({lang}) serves HTTP on port {old_port}; health check at /healthz.",
+            room,
+            [svc, "ports"],
+            day0,
+        )
+        n_port = note(
+            f"Moved {svc} to port {port} so it no longer clashes with the sidecar; "
+            f"{old_port} is free again.",
+            room,
+            [svc, "ports"],
+            day0 + rng.randint(20, 40),
+        )
+        ask(
+            "temporal",
+            rng.choice(
+                [
+                    f"Which port does {alias} listen on now?",
+                    f"What is the current port of {alias}?",
+                ]
+            ),
+            [n_port],
+        )
+        ask(
+            "temporal",
+            rng.choice(
+                [
+                    f"What port did {alias} use before it was moved?",
+                    f"Which port was {alias} on originally?",
+                ]
+            ),
+            [n_old_port],
+        )
+        # Library versions: three upgrades in three different months.
+        v1, v2, v3 = _versions(rng)
+        d1 = day0 + rng.randint(3, 15)
+        d2 = d1 + rng.randint(30, 45)
+        d3 = d2 + rng.randint(30, 45)
+        note(f"Pinned {lib} at {v1} in {svc}.", room, [svc, "deps"], d1)
+        n_v2 = note(
+            f"Upgraded {lib} in {svc} from {v1} to {v2} on "
+            f"{(START + timedelta(days=d2)).strftime('%d %B')}; changelog had a fix we need.",
+            room,
+            [svc, "deps"],
+            d2,
+        )
+        n_v3 = note(
+            f"{svc}: bumped {lib} {v2} -> {v3} ({(START + timedelta(days=d3)).strftime('%d %B')}),"
+            f" tests pass.",
+            room,
+            [svc, "deps"],
+            d3,
+        )
+        ask(
+            "temporal",
+            rng.choice(
+                [
+                    f"Which {lib} release is {alias} running at the moment?",
+                    f"What's the latest {lib} version we moved {alias} to?",
+                ]
+            ),
+            [n_v3],
+        )
+        ask(
+            "temporal",
+            rng.choice(
+                [
+                    f"Which {lib} version did {alias} run before it went to {v3}?",
+                    f"What {lib} version preceded {v3} in {alias}?",
+                ]
+            ),
+            [n_v2],
+        )
+        ask(
+            "temporal",
+            rng.choice(
+                [
+                    f"What did we change {alias}'s {lib} dependency to in "
+                    f"{(START + timedelta(days=d2)).strftime('%B')}?",
+                    f"In {(START + timedelta(days=d2)).strftime('%B')}, which {lib} version"
+                    f" did {alias} get?",
+                ]
+            ),
+            [n_v2],
+        )
+        # Config: this service's value and another service's value of the same key.
+        key, spoken, values, why = keys[s % len(keys)]
+        value, other_value = rng.sample(values, 2)
+        n_cfg = note(
+            f"Set {key} = {value} in config/{svc}.toml because {why}.",
+            room,
+            [svc, "config"],
+            day0 + rng.randint(5, 60),
+        )
+        ask(
+            "distractor",
+            rng.choice(
+                [
+                    f"What {spoken} did we configure for {alias}?",
+                    f"How high is {alias}'s {spoken} set?",
+                ]
+            ),
+            [n_cfg],
+        )
+        # the distractor: the same key for another service (no question of its own here)
+        other = SERVICES[(s + 5) % len(SERVICES)]
+        note(
+            f"Set {key} = {other_value} in config/{other[0]}.toml, same reason as elsewhere.",
+            other[2],
+            [other[0], "config"],
+            day0 + rng.randint(5, 60),
+        )
+        # Owner, and the person note: multi-hop questions.
+        owner = owners[s]
+        prev = people[(people.index(owner) + 3) % len(people)]
+        n_owner = note(
+            f"{owner[0].split()[0]} took over {svc} from {prev[0].split()[0]}; "
+            f"page them for anything touching it.",
+            "team",
+            [svc, "ownership"],
+            day0 + rng.randint(1, 50),
+        )
+        ask(
+            "single",
+            rng.choice(
+                [
+                    f"Who is responsible for {alias} these days?",
+                    f"Whom should I page about {alias}?",
+                ]
+            ),
+            [n_owner],
+        )
+        ask(
+            "multi_hop",
+            rng.choice(
+                [
+                    f"Who owns the service that listens on port {port}?",
+                    f"Which person do I contact about whatever runs on port {port}?",
+                ]
+            ),
+            [n_port, n_owner],
+        )
+        ask(
+            "multi_hop",
+            rng.choice(
+                [
+                    f"In which city is the person who maintains {alias} based?",
+                    f"Where does the owner of {alias} work from?",
+                ]
+            ),
+            [n_owner, person_note[owner[0]]],
+        )
+        # Incident, then its follow-up note written in the same session (no subject named).
+        symptom, short, cause, fix = SYMPTOMS[s % len(SYMPTOMS)]
+        metric, threshold = ALERTS[(s * 3) % len(ALERTS)]
+        if s >= len(ALERTS):  # the second use of an alert: another threshold
+            threshold = f"{threshold} for {rng.choice([5, 10, 15])} minutes"
+        d_inc = day0 + rng.randint(10, 80)
+        n_inc = note(
+            f"Incident: {svc} {symptom}. Root cause: {cause}. Fix: {fix}.",
+            "incidents",
+            [svc, "incident"],
+            d_inc,
+            key=f"inc{s}",
+        )
+        n_follow = note(
+            f"Follow-up from that one: new alert when {metric} goes above {threshold}, "
+            f"routed to the on-call channel.",
+            "incidents",
+            ["incident", "alerting"],
+            d_inc,
+            key=f"inc{s}+",
+        )
+        ask(
+            "single",
+            rng.choice(
+                [
+                    f"What was behind the {short} in {alias}?",
+                    f"Why did {alias} have {short}?",
+                ]
+            ),
+            [n_inc],
+        )
+        ask(
+            "follow_up",
+            rng.choice(
+                [
+                    f"After {alias}'s {short} incident, what alert did we set up?",
+                    f"Which alert threshold was added following the {short} in {alias}?",
+                ]
+            ),
+            [n_follow],
+        )
+        # Decision (one per two services), migration.
+        if s % 2 == 0:
+            choice, alt, purpose, reason = DECISIONS[(s // 2) % len(DECISIONS)]
+            n_dec = note(
+                f"Decision for {svc}: {choice} rather than {alt} for {purpose}, since {reason}.",
+                "decisions",
+                [svc, "decision"],
+                day0 + rng.randint(0, 30),
+            )
+            ask(
+                "single",
+                rng.choice(
+                    [
+                        f"Why did {alias} go with {choice}?",
+                        f"What did {alias} pick for {purpose} and why not {alt}?",
+                    ]
+                ),
+                [n_dec],
+            )
+        target = MIGRATION_TARGETS[s % len(MIGRATION_TARGETS)]
+        d_mig = day0 + rng.randint(40, 120)
+        when = (START + timedelta(days=d_mig)).strftime("%d %B %Y")
+        n_mig = note(
+            f"Migration of {svc} to {target} finished on {when}; rollback plan no longer needed.",
+            "infra",
+            [svc, "migration"],
+            d_mig,
+        )
+        ask(
+            "temporal",
+            rng.choice(
+                [
+                    f"When did {alias} complete its move to {target}?",
+                    f"On what date was {alias} migrated onto {target}?",
+                ]
+            ),
+            [n_mig],
+        )
+    for line in CHATTER:
+        note(line, rng.choice(["backend", "infra", "frontend", "tools"]), ["misc"],
+             rng.randint(0, 150))  # fmt: skip
+
+    # Sessions: the notes of one day and room, a few minutes apart; a follow-up is written
+    # right after its incident note, the rest of a session in a shuffled order.
+    order = sorted(
+        range(len(notes)), key=lambda i: (notes[i]["day"], notes[i]["room"], rng.random())
+    )
+    placed: list[int] = []
+    for i in order:
+        key = notes[i]["key"]
+        if key and key.endswith("+"):
+            continue
+        placed.append(i)
+        if key:
+            placed.append(next(j for j, n in enumerate(notes) if n["key"] == key + "+"))
+    drawers = []
+    clock: dict[tuple[int, str], datetime] = {}
+    for i in placed:
+        n = notes[i]
+        slot = (n["day"], n["room"])
+        at = clock.get(slot, START + timedelta(days=n["day"], minutes=rng.randint(0, 480)))
+        at += timedelta(minutes=rng.randint(1, 6))
+        clock[slot] = at
+        drawers.append({
+            "id": n["id"], "text": n["text"], "room": n["room"], "tags": n["tags"],
+            "created_at": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        })  # fmt: skip
+    drawers.sort(key=lambda d: (d["created_at"], d["id"]))
+    for k, q in enumerate(questions):
+        q["id"] = f"q{k:03d}"
+    return {
+        "name": "eng-notes",
+        "seed": seed,
+        "drawers": drawers,
+        "questions": [
+            {"id": q["id"], **{k: q[k] for k in ("question", "category", "gold")}}
+            for q in questions
+        ],
+    }
+
+
+def dumps(data: dict) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--check", action="store_true", help="exit 1 if --out is not current")
+    args = parser.parse_args(argv)
+    text = dumps(generate())
+    if args.check:
+        current = args.out.read_text() if args.out.exists() else ""
+        print("up to date" if current == text else f"stale: {args.out}")
+        return 0 if current == text else 1
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    data = json.loads(text)
+    print(f"{len(data['drawers'])} drawers, {len(data['questions'])} questions -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
