@@ -9,9 +9,10 @@ failing and restarting (``broker/daemon.py``).
 
 The sandbox leaves the daemon what it uses: the home and the user cache dir of
 trusty-memory writable (compiled model, export tools), everything else read-only, Unix
-sockets only (also TCP when ``[broker]`` names a ``tcp://`` endpoint), no privileges.
-``MemoryDenyWriteExecute`` is left out: nothing here has run the daemon's children (ONNX
-Runtime, forked templates, interpreters) under it.
+sockets only (also TCP when ``[broker]`` names a ``tcp://`` endpoint), no privileges,
+no writable and executable memory (the daemon's children, ONNX Runtime, the forked
+worker template, the MCP host, need none: ``tests/engine/test_service_sandbox.py`` runs
+them under the same rules).
 """
 
 from __future__ import annotations
@@ -175,6 +176,7 @@ def render(
         "RestrictRealtime=yes",
         "RestrictSUIDSGID=yes",
         "LockPersonality=yes",
+        "MemoryDenyWriteExecute=yes",
         "ProtectKernelTunables=yes",
         "ProtectKernelModules=yes",
         "ProtectKernelLogs=yes",
