@@ -158,19 +158,20 @@ def test_the_daemon_serves_inside_its_units_sandbox(monkeypatch):
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    # The rules are in force where the daemon runs (else this test would prove nothing).
-    probe_cmd = sandboxed(unit.text, work, [sys.executable, "-c", PROBE])
-    probe_env = {**os.environ, "OUTSIDE_TMP": str(outside_tmp)}
-    probe = subprocess.run(probe_cmd, env=probe_env, capture_output=True, text=True, timeout=60)
-    assert probe.returncode == 0, probe.stderr
-    results = dict(line.split(" ", 1) for line in probe.stdout.splitlines())
-    assert results == {
-        "wx-mmap": "refused 1", "inet": "refused 97", "unix": "allowed", "chroot": "refused 1",
-        "write-usr": "refused 30", "write-home": "allowed", "see-tmp-home": "refused 2",
-    }, probe.stdout  # fmt: skip
-    log = work / "daemon.err"
-    proc = subprocess.Popen(cmd, stderr=log.open("wb"), stdout=subprocess.DEVNULL)
+    proc = None
     try:
+        # The rules are in force where the daemon runs (else this test would prove nothing).
+        probe_cmd = sandboxed(unit.text, work, [sys.executable, "-c", PROBE])
+        probe_env = {**os.environ, "OUTSIDE_TMP": str(outside_tmp)}
+        probe = subprocess.run(probe_cmd, env=probe_env, capture_output=True, text=True, timeout=60)
+        assert probe.returncode == 0, probe.stderr
+        results = dict(line.split(" ", 1) for line in probe.stdout.splitlines())
+        assert results == {
+            "wx-mmap": "refused 1", "inet": "refused 97", "unix": "allowed", "chroot": "refused 1",
+            "write-usr": "refused 30", "write-home": "allowed", "see-tmp-home": "refused 2",
+        }, probe.stdout  # fmt: skip
+        log = work / "daemon.err"
+        proc = subprocess.Popen(cmd, stderr=log.open("wb"), stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while (
             "running"
@@ -200,7 +201,7 @@ def test_the_daemon_serves_inside_its_units_sandbox(monkeypatch):
         assert "daemon stopped" in said and '"serving": "compiled"' in said
         assert "Traceback" not in said and "not permitted" not in said.lower(), said
     finally:
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             Daemon(home).stop()
             proc.wait(timeout=30)
         shutil.rmtree(home, ignore_errors=True)
