@@ -53,8 +53,11 @@ def cmd_service_install(args) -> int:
         "tcp": unit.tcp,
         "written": not args.print,
         "enable": unit.enable_hint(),
+        "warnings": unit.warnings(),
         "unit": unit.text,
     }
+    for warning in data["warnings"]:
+        print(f"trusty-memory: warning: {warning}", file=sys.stderr)
     if args.print:
         _print(args, data, unit.text.rstrip("\n"))
         return 0

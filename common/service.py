@@ -40,6 +40,15 @@ class Unit:
     tcp: bool
     text: str
 
+    def warnings(self) -> list[str]:
+        hidden = [p for p in (self.home, self.cache) if p.is_relative_to("/tmp")
+                  or p.is_relative_to("/var/tmp")]  # fmt: skip
+        return [
+            f"{p} is under /tmp or /var/tmp, which the unit's PrivateTmp= hides from the"
+            " daemon: choose another TRUSTY_MEMORY_HOME / XDG_CACHE_HOME"
+            for p in hidden
+        ]
+
     def enable_hint(self) -> str:
         ctl = "systemctl --user" if self.scope == "user" else "systemctl"
         return f"{ctl} daemon-reload && {ctl} enable --now {APP}"

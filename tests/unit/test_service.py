@@ -147,6 +147,19 @@ def test_the_unit_names_this_installation(tmp_path, env):
     assert "systemctl --user daemon-reload" in data["enable"]
 
 
+def test_a_home_under_tmp_is_warned_about(env):
+    # tests put their homes in tmp_path (under /tmp): the unit's PrivateTmp hides it
+    done = cli(env, "service", "install", "--print", "--json")
+    data = json.loads(done.stdout)
+    if not env["TRUSTY_MEMORY_HOME"].startswith(("/tmp/", "/var/tmp/")):
+        pytest.skip("the test's tmp_path is not under /tmp")
+    assert any(env["TRUSTY_MEMORY_HOME"] in w for w in data["warnings"])
+    assert "PrivateTmp" in done.stderr
+    quiet = json.loads(cli({**env, "TRUSTY_MEMORY_HOME": "/srv/tm", "XDG_CACHE_HOME": "/srv/c"},
+                           "service", "install", "--print", "--json").stdout)  # fmt: skip
+    assert quiet["warnings"] == []
+
+
 def test_the_system_unit_runs_as_an_account(env):
     data = printed(env, "--system", "--run-as", "root")
     assert data["path"] == "/etc/systemd/system/trusty-memory.service"
