@@ -97,6 +97,7 @@ def build_unit(config: Config, scope: str, run_as: str = "") -> Unit:
         home = config.home
     else:  # sudo: the default home of the account the daemon runs as, not root's
         home = user_home / ".local" / "share" / APP
+        config = _config_of(home)  # its config.toml: compiled_dir, tcp endpoints
     cache_base = _cache_base(user_home, own)
     cache = cache_base / APP
     extra = []
@@ -108,6 +109,20 @@ def build_unit(config: Config, scope: str, run_as: str = "") -> Unit:
     command = [*daemon_command(), "daemon", "--take-over"]
     text = render(scope, command, home, cache_base, extra, run_as, tcp)
     return Unit(scope, path, command, home, cache, run_as, tcp, text)
+
+
+def _config_of(home: Path) -> Config:
+    from trusty_memory.config import load_config
+
+    saved = os.environ.get("TRUSTY_MEMORY_HOME")
+    os.environ["TRUSTY_MEMORY_HOME"] = str(home)
+    try:
+        return load_config()
+    finally:
+        if saved is None:
+            del os.environ["TRUSTY_MEMORY_HOME"]
+        else:
+            os.environ["TRUSTY_MEMORY_HOME"] = saved
 
 
 def _quote(word: str) -> str:

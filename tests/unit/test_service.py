@@ -198,3 +198,17 @@ def test_deploy_holds_no_checkout_path():
             assert str(REPO) not in text, path
             assert ".venv/bin" not in text and "%h/trusty-memory" not in text, path
     assert not list((REPO / "deploy").rglob("*.service")), "units come from `service install`"
+
+
+def test_under_sudo_the_system_unit_is_the_invoking_users(env):
+    import pwd
+
+    account = next((p for p in pwd.getpwall() if p.pw_uid != os.getuid()), None)
+    if account is None:
+        pytest.skip("no other account on this machine")
+    sudo = {k: v for k, v in env.items() if k not in ("TRUSTY_MEMORY_HOME", "XDG_CACHE_HOME")}
+    data = printed({**sudo, "SUDO_USER": account.pw_name}, "--system")
+    assert data["run_as"] == account.pw_name
+    assert data["home"] == f"{account.pw_dir}/.local/share/trusty-memory"
+    assert data["cache"] == f"{account.pw_dir}/.cache/trusty-memory"
+    assert f"\nUser={account.pw_name}\n" in data["unit"]
