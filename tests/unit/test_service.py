@@ -212,3 +212,9 @@ def test_under_sudo_the_system_unit_is_the_invoking_users(env):
     assert data["home"] == f"{account.pw_dir}/.local/share/trusty-memory"
     assert data["cache"] == f"{account.pw_dir}/.cache/trusty-memory"
     assert f"\nUser={account.pw_name}\n" in data["unit"]
+
+
+def test_usage_errors_are_json_under_json(env):
+    done = cli(env, "service", "install", "--user", "--system", "--json")
+    assert done.returncode == 2
+    assert "not allowed with argument" in json.loads(done.stdout)["error"]["message"]
