@@ -38,11 +38,29 @@ def cmd_daemon(args) -> int:
     return run_daemon(take_over_home=args.take_over)
 
 
-def cmd_service_install(args) -> int:
+def _service_unit(args):
     from trusty_memory import service
     from trusty_memory.config import load_config
+    from trusty_memory.protocol import ErrorCode, TrustyError
 
-    unit = service.build_unit(load_config(), args.scope, run_as=args.run_as or "")
+    try:
+        return service.build_unit(load_config(), args.scope, run_as=args.run_as or "")
+    except KeyError:
+        raise TrustyError(ErrorCode.INVALID_PARAMS, f"no such account: {args.run_as}") from None
+
+
+def _service_error(exc: OSError, path) -> Exception:
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    hint = " (a system unit: run it with sudo)" if isinstance(exc, PermissionError) else ""
+    why = exc.strerror or exc
+    return TrustyError(ErrorCode.INVALID_PARAMS, f"service: {path}: {why}{hint}")
+
+
+def cmd_service_install(args) -> int:
+    from trusty_memory import service
+
+    unit = _service_unit(args)
     data = {
         "scope": unit.scope,
         "path": str(unit.path),
@@ -61,8 +79,11 @@ def cmd_service_install(args) -> int:
     if args.print:
         _print(args, data, unit.text.rstrip("\n"))
         return 0
-    service.prepare_dirs(unit)
-    service.install(unit)
+    try:
+        service.prepare_dirs(unit)
+        service.install(unit)
+    except OSError as exc:
+        raise _service_error(exc, exc.filename or unit.path) from None
     text = (
         f"wrote {unit.path}\n"
         "run `trusty-memory setup` first if the model is not compiled yet (the unit's daemon"
@@ -75,10 +96,12 @@ def cmd_service_install(args) -> int:
 
 def cmd_service_uninstall(args) -> int:
     from trusty_memory import service
-    from trusty_memory.config import load_config
 
-    unit = service.build_unit(load_config(), args.scope, run_as=args.run_as or "")
-    removed = service.uninstall(unit)
+    unit = _service_unit(args)
+    try:
+        removed = service.uninstall(unit)
+    except OSError as exc:
+        raise _service_error(exc, unit.path) from None
     data = {"scope": unit.scope, "path": str(unit.path), "removed": removed}
     if removed:
         text = f"removed {unit.path}; if it was enabled: {unit.disable_hint()} first"

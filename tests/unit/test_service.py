@@ -218,3 +218,14 @@ def test_usage_errors_are_json_under_json(env):
     done = cli(env, "service", "install", "--user", "--system", "--json")
     assert done.returncode == 2
     assert "not allowed with argument" in json.loads(done.stdout)["error"]["message"]
+
+
+def test_errors_say_what_went_wrong(tmp_path, env):
+    bad = json.loads(cli(env, "service", "install", "--system", "--run-as", "no-such-user-x",
+                         "--print", "--json").stdout)  # fmt: skip
+    assert bad["error"]["message"] == "no such account: no-such-user-x"
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the config dir should be")
+    done = cli({**env, "XDG_CONFIG_HOME": str(blocked)}, "service", "install", "--json")
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error"]["message"].startswith(f"service: {blocked}")
