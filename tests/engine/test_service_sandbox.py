@@ -8,7 +8,8 @@ no capabilities (``CapabilityBoundingSet=``), and seccomp filters built as syste
 them (``SystemCallFilter=``, expanded by ``systemd-analyze syscall-filter``;
 ``MemoryDenyWriteExecute=``; ``RestrictAddressFamilies=``; ``NoNewPrivileges=``). The
 unit's ExecStart and Environment then run in it, and every kind of child (embedder on ONNX
-Runtime, forked palace writer and reader, dreamer, MCP host) serves a request. Not
+Runtime, forked palace writer and reader, dreamer, MCP host) serves a request, after the
+unit's daemon took the home over from a daemon a client started outside the sandbox. Not
 rebuilt: user, IPC, PID and cgroup isolation (``PrivateUsers=``, ``PrivateIPC=``,
 ``ProtectProc=``, ``Protect{Kernel*,ControlGroups,Clock,Hostname}=``, ``PrivateDevices=``).
 
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Daemon
+from trusty_memory import home as h
 from trusty_memory import service
 from trusty_memory.config import load_config
 from trusty_memory.workers import compiled_model
@@ -170,17 +172,19 @@ def test_the_daemon_serves_inside_its_units_sandbox(monkeypatch):
             "wx-mmap": "refused 1", "inet": "refused 97", "unix": "allowed", "chroot": "refused 1",
             "write-usr": "refused 30", "write-home": "allowed", "see-tmp-home": "refused 2",
         }, probe.stdout  # fmt: skip
+        # A daemon a client started owns the home first, outside the sandbox.
+        cli("palace", "create", "notes")
+        client_started = h.live_daemon(home)
+        assert client_started is not None and client_started.client_started
         log = work / "daemon.err"
         proc = subprocess.Popen(cmd, stderr=log.open("wb"), stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
-        while (
-            "running"
-            not in subprocess.run([*CLI, "status"], env=env, capture_output=True, text=True).stdout
-        ):
+        while (owner := h.live_daemon(home)) is None or owner.client_started:
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        cli("palace", "create", "notes")
+        assert "taking the home over" in log.read_text()  # from inside the sandbox
+        assert owner.pid != client_started.pid
         cli("remember", "notes", "The staging DB is on port 5433", "--room", "Configuration")
         assert "5433" in cli("recall", "notes", "which port is staging on?")
         cli("scale", "notes", "--readers", "1")
@@ -201,8 +205,9 @@ def test_the_daemon_serves_inside_its_units_sandbox(monkeypatch):
         assert "daemon stopped" in said and '"serving": "compiled"' in said
         assert "Traceback" not in said and "not permitted" not in said.lower(), said
     finally:
+        Daemon(home).stop()  # whichever daemon owns the home, in the sandbox or not
         if proc is not None and proc.poll() is None:
-            Daemon(home).stop()
+            proc.kill()
             proc.wait(timeout=30)
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
