@@ -9,6 +9,7 @@ tests do not have, so they run its ExecStart's command directly.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,6 +96,7 @@ def test_it_takes_the_home_over_from_a_client_started_daemon():
         if proc is not None and proc.poll() is None:
             finish(proc)
         Daemon(home).stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_it_waits_for_a_daemon_started_on_purpose_then_takes_the_home():
@@ -115,6 +117,7 @@ def test_it_waits_for_a_daemon_started_on_purpose_then_takes_the_home():
         if proc is not None and proc.poll() is None:
             finish(proc)
         first.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_a_waiting_service_daemon_stops_at_once_on_sigterm():
@@ -129,3 +132,4 @@ def test_a_waiting_service_daemon_stops_at_once_on_sigterm():
         assert h.live_daemon(home).pid == first.pid()
     finally:
         first.stop()
+        shutil.rmtree(home, ignore_errors=True)
