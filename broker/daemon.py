@@ -7,14 +7,22 @@ holds an exclusive ``flock`` on ``<home>/daemon.lock`` for its whole life and re
 out ``XDG_RUNTIME_DIR``) fails fast instead of opening the same palaces, and every client
 finds this one. SIGTERM/SIGINT stop it cleanly: every worker is told to save its index
 and exit before the daemon does.
+
+A service manager's daemon (``daemon --take-over``, what ``service install`` writes) does
+not fail when the home is taken: a daemon a client started gives the home up to it (it is
+stopped as ``trusty-memory stop`` would, while clients queue on the home's start lock
+rather than start another one), and a daemon started on purpose is waited for, so the
+unit neither fails nor loops through restarts.
 """
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import signal
 import sys
+import time
 from dataclasses import replace
 
 from trusty_memory import __version__, home
@@ -32,19 +40,69 @@ def pin_endpoints(config: Config) -> Config:
     return replace(config, broker=broker)
 
 
-def run_daemon(config: Config | None = None, *, client_started: bool = False) -> int:
+# How long a daemon a client started gets to stop when a service's daemon takes over.
+TAKE_OVER_WAIT_S = 60.0
+
+
+def take_over(config: Config, log, stopping: list[int]) -> tuple[int, int] | None:
+    """The home's lock for a service manager's daemon, and the home's start lock, held so
+    that clients wait for this daemon instead of starting one (close it once the record is
+    written). A daemon a client started is asked to stop (SIGTERM: workers save their
+    indexes); one started on purpose is waited for. None if this process is stopped first."""
+    waited_for = 0
+    while not stopping:
+        start_fd = os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(start_fd, fcntl.LOCK_EX)
+        try:
+            return home.hold_lock(config.home), start_fd
+        except home.AlreadyRunning:
+            pass
+        owner = home.live_daemon(config.home)
+        if owner is not None and owner.client_started:
+            log.info("taking the home over from the daemon a client started", pid=owner.pid)
+            os.kill(owner.pid, signal.SIGTERM)
+            fd = os.open(config.home / home.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+            if home.flock_within(fd, TAKE_OVER_WAIT_S):
+                return fd, start_fd
+            os.close(fd)
+            log.warning("the daemon a client started did not stop", pid=owner.pid)
+        os.close(start_fd)
+        if owner is not None and owner.pid != waited_for and not owner.client_started:
+            waited_for = owner.pid
+            message = f"waiting for the daemon that owns {config.home} (pid {owner.pid}) to stop"
+            log.warning(message)
+            print(f"trusty-memory: {message}", file=sys.stderr)
+        time.sleep(1.0)
+    return None
+
+
+def run_daemon(
+    config: Config | None = None, *, client_started: bool = False, take_over_home: bool = False
+) -> int:
     """Run the daemon until SIGTERM/SIGINT; one a client started (``client_started``)
-    also exits after ``[daemon] idle_exit_s`` without client requests."""
+    also exits after ``[daemon] idle_exit_s`` without client requests. With
+    ``take_over_home`` a home owned by another daemon is taken over or waited for
+    (``take_over``) instead of exiting 1."""
     home.make_private()
     config = config or load_config()
     log = setup_logging("daemon", default_level="info")
     config.ensure_dirs()
-    try:
-        lock_fd = home.hold_lock(config.home)
-    except home.AlreadyRunning as exc:
-        log.warning(str(exc))
-        print(f"trusty-memory: {exc}", file=sys.stderr)
-        return 1
+    start_fd = -1
+    stopping: list[int] = []
+    if take_over_home:
+        signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
+        signal.signal(signal.SIGINT, lambda signum, frame: stopping.append(signum))
+        held = take_over(config, log, stopping)
+        if held is None:
+            return 0
+        lock_fd, start_fd = held
+    else:
+        try:
+            lock_fd = home.hold_lock(config.home)
+        except home.AlreadyRunning as exc:
+            log.warning(str(exc))
+            print(f"trusty-memory: {exc}", file=sys.stderr)
+            return 1
     loosened = home.tighten(config.home)
     if loosened:
         log.warning(
@@ -67,14 +125,19 @@ def run_daemon(config: Config | None = None, *, client_started: bool = False) ->
             home=str(config.home),
             version=__version__,
             mcp=str(config.mcp_socket),
+            client_started=client_started,
         ),
     )
+    if start_fd >= 0:
+        os.close(start_fd)  # clients waiting to start a daemon now find this one
 
     def stop(signum, frame) -> None:
         broker.running = False
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if stopping:  # a signal that came while the home was being taken over
+        broker.running = False
     log.info("daemon started", home=str(config.home), frontend=config.frontend)
     gc.freeze()  # start-up's objects live for good: keep them out of full collections
     try:

@@ -35,7 +35,80 @@ def cmd_serve(args) -> int:
 def cmd_daemon(args) -> int:
     from trusty_memory.broker.daemon import run_daemon
 
-    return run_daemon()
+    return run_daemon(take_over_home=args.take_over)
+
+
+def _service_unit(args):
+    from trusty_memory import service
+    from trusty_memory.config import load_config
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    try:
+        return service.build_unit(load_config(), args.scope, run_as=args.run_as or "")
+    except KeyError:
+        raise TrustyError(ErrorCode.INVALID_PARAMS, f"no such account: {args.run_as}") from None
+
+
+def _service_error(exc: OSError, path) -> Exception:
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    hint = " (a system unit: run it with sudo)" if isinstance(exc, PermissionError) else ""
+    why = exc.strerror or exc
+    return TrustyError(ErrorCode.INVALID_PARAMS, f"service: {path}: {why}{hint}")
+
+
+def cmd_service_install(args) -> int:
+    from trusty_memory import service
+
+    unit = _service_unit(args)
+    data = {
+        "scope": unit.scope,
+        "path": str(unit.path),
+        "command": unit.command,
+        "home": str(unit.home),
+        "cache": str(unit.cache),
+        "run_as": unit.run_as or None,
+        "tcp": unit.tcp,
+        "written": not args.print,
+        "enable": unit.enable_hint(),
+        "warnings": unit.warnings(),
+        "unit": unit.text,
+    }
+    for warning in data["warnings"]:
+        print(f"trusty-memory: warning: {warning}", file=sys.stderr)
+    if args.print:
+        _print(args, data, unit.text.rstrip("\n"))
+        return 0
+    try:
+        service.prepare_dirs(unit)
+        service.install(unit)
+    except OSError as exc:
+        raise _service_error(exc, exc.filename or unit.path) from None
+    text = (
+        f"wrote {unit.path}\n"
+        "run `trusty-memory setup` first if the model is not compiled yet (the unit's daemon"
+        " has no network)\n"
+        f"enable it: {unit.enable_hint()}"
+    )
+    _print(args, data, text)
+    return 0
+
+
+def cmd_service_uninstall(args) -> int:
+    from trusty_memory import service
+
+    unit = _service_unit(args)
+    try:
+        removed = service.uninstall(unit)
+    except OSError as exc:
+        raise _service_error(exc, unit.path) from None
+    data = {"scope": unit.scope, "path": str(unit.path), "removed": removed}
+    if removed:
+        text = f"removed {unit.path}; if it was enabled: {unit.disable_hint()} first"
+    else:
+        text = f"no unit at {unit.path}"
+    _print(args, data, text)
+    return 0
 
 
 def cmd_status(args) -> int:
@@ -488,7 +561,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-remote", action="store_true", help="allow --http on a non-loopback address"
     )
 
-    _command(sub, "daemon", cmd_daemon, "run the broker in the foreground (what systemd runs)")
+    s = _command(sub, "daemon", cmd_daemon, "run the broker in the foreground (what systemd runs)")
+    s.add_argument(
+        "--take-over",
+        action="store_true",
+        help="if a daemon a client started owns the home, stop it and take over; wait for"
+        " one started on purpose (what the systemd unit runs)",
+    )
     _command(sub, "status", cmd_status, "is the daemon running; its palaces and their workers")
     s = _command(sub, "stop", cmd_stop, "stop the daemon cleanly (workers save their indexes)")
     s.add_argument("--timeout", type=float, default=15.0, help="seconds to wait (default 15)")
@@ -626,6 +705,30 @@ def build_parser() -> argparse.ArgumentParser:
     s = _command(sub, "logs", cmd_logs, "the daemon's log (JSON lines)")
     s.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    service = _command(sub, "service", None, "a systemd unit for this installation")
+    service_sub = service.add_subparsers(dest="service_command", required=True, metavar="ACTION")
+    for name, fn, help in (
+        ("install", cmd_service_install, "write the systemd unit for this installation"),
+        ("uninstall", cmd_service_uninstall, "remove the unit `service install` wrote"),
+    ):
+        s = _command(service_sub, name, fn, help)
+        scope = s.add_mutually_exclusive_group()
+        scope.add_argument(
+            "--user", dest="scope", action="store_const", const="user", default="user",
+            help="a user unit in ~/.config/systemd/user (default)",
+        )  # fmt: skip
+        scope.add_argument(
+            "--system", dest="scope", action="store_const", const="system",
+            help="a system unit in /etc/systemd/system (run as root)",
+        )  # fmt: skip
+        s.add_argument(
+            "--run-as", metavar="USER",
+            help="--system: the account the daemon runs as (default: $SUDO_USER, else you)",
+        )  # fmt: skip
+        if name == "install":
+            s.add_argument(
+                "--print", action="store_true", help="print the unit instead of writing it"
+            )
     config = _command(sub, "config", None, "the effective configuration")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     _command(config_sub, "show", cmd_config_show, "file, environment and defaults, merged")

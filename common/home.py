@@ -27,7 +27,7 @@ import json
 import os
 import stat
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 LOCK_NAME = "daemon.lock"
@@ -52,6 +52,9 @@ class DaemonRecord:
     home: str
     version: str
     mcp: str = ""  # the MCP host's Unix socket (path), where ``serve`` relays sessions
+    # Started on demand by a client (exits when idle): a service manager's daemon
+    # (``daemon --take-over``) may stop it and take the home over.
+    client_started: bool = False
 
 
 # -- private files ---------------------------------------------------------------------
@@ -161,8 +164,9 @@ def clear_record(home: Path, pid: int) -> None:
 def read_record(home: Path) -> DaemonRecord | None:
     try:
         raw = json.loads((home / RECORD_NAME).read_text())
-        return DaemonRecord(**raw)
-    except (OSError, ValueError, TypeError):
+        known = {f.name for f in fields(DaemonRecord)}
+        return DaemonRecord(**{k: v for k, v in raw.items() if k in known})
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
 
 

@@ -40,6 +40,9 @@ def test_version_and_help_for_every_subcommand(tmp_path):
         ["setup"],
         ["logs"],
         ["scale"],
+        ["daemon"],
+        ["service", "install"],
+        ["service", "uninstall"],
     ):
         out = run(tmp_path, *words, "--help")
         assert out.returncode == 0, (words, out.stderr)
