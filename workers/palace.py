@@ -263,11 +263,15 @@ def _error(job: Job, exc: p.TrustyError) -> bytes:
     return p.error_response(job.request.id, exc.code, exc.message)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="trusty-memory-palace")
     parser.add_argument("--palace", required=True)
     parser.add_argument("--reader", action="store_true", help="serve reads only, read-only")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     config = load_config()
     log = setup_logging("palace", default_level="info")
     if args.reader:
