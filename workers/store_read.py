@@ -223,22 +223,29 @@ class ReadStore:
 
     @storage_errors
     def _load_state(self) -> None:
-        """Room and tag label sets (the filters), then the index.
+        """Room and tag label sets (the filters) and the seq they reflect, then the index.
 
         SQLite groups the labels (rooms straight off the ``drawers_room_rank`` index) and
         numpy parses each group: a third of the time of a Python loop over every row,
-        which at a million drawers was most of a cold open.
+        which at a million drawers was most of a cold open. The three reads share one
+        read transaction: a reader opening beside a writer that commits between them
+        would otherwise hold filters its seq does not explain (its index then disagrees
+        and is rebuilt, or a catch-up skips the commit).
         """
-        self._room_labels = _grouped_labels(
-            self._conn, "SELECT room, group_concat(label) FROM drawers GROUP BY room"
-        )
-        self._tag_labels = _grouped_labels(
-            self._conn, "SELECT tag, group_concat(label) FROM drawer_tags GROUP BY tag"
-        )
+        self._conn.execute("BEGIN")
+        try:
+            self._room_labels = _grouped_labels(
+                self._conn, "SELECT room, group_concat(label) FROM drawers GROUP BY room"
+            )
+            self._tag_labels = _grouped_labels(
+                self._conn, "SELECT tag, group_concat(label) FROM drawer_tags GROUP BY tag"
+            )
+            self._last_seq = self._conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM changes"
+            ).fetchone()[0]
+        finally:
+            self._conn.execute("COMMIT")
         self._labels = set().union(*self._room_labels.values())
-        self._last_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[
-            0
-        ]
         self._open_index()
         self._refresh_l1()
 

@@ -13,6 +13,7 @@ import pytest
 
 from tests.unit.test_store import SETTINGS, fake_embed, fill, no_rebuild, remember, sql
 from trusty_memory.protocol import RecallHit
+from trusty_memory.workers import store_read
 from trusty_memory.workers.index import VectorIndex
 from trusty_memory.workers.store import PalaceStore
 from trusty_memory.workers.store_read import ReadStore
@@ -209,3 +210,34 @@ def params_all():
     from trusty_memory.protocol import ListParams
 
     return ListParams(limit=1000)
+
+
+def test_a_reader_opening_beside_a_commit_reads_filters_and_seq_from_one_snapshot(
+    writer, palace_dir, monkeypatch
+):
+    """The filters and the seq they reflect come from one read transaction: a commit
+    landing between their queries is neither half-seen (the index would disagree and be
+    rebuilt) nor lost by the next catch-up."""
+    fill(writer, 5, room="Ops")
+    writer.maybe_snapshot(force=True)
+    real = store_read._grouped_labels
+    committed: list[str] = []
+
+    def then_a_commit(conn, sql):
+        groups = real(conn, sql)
+        if not committed:  # the writer commits between the reader's rooms and its tags
+            committed.append(remember(writer, "written while a reader opened", room="Ops"))
+        return groups
+
+    monkeypatch.setattr(store_read, "_grouped_labels", then_a_commit)
+    monkeypatch.setattr(ReadStore, "rebuild_index", lambda self: pytest.fail("rebuilt"))
+    reader = ReadStore.open_reader(palace_dir, "proj", SETTINGS)
+    try:
+        assert reader.index.labels() == reader._labels
+        reader.refresh()
+        text = "written while a reader opened"
+        assert [h.drawer_id for h in reader.recall(text, fake_embed(text), 1, room="Ops")] == (
+            committed
+        )
+    finally:
+        reader.close()
