@@ -25,9 +25,10 @@ before they released it) and ``fresh`` (fresh interpreters, ``fork_workers = fal
    together; PSS shares them out; USS is what each one alone holds.
 4. Spawn to first answer: a palace of ``--wake-drawers`` drawers is put to sleep (its
    worker stopped) and woken ``--wakes`` times with ``memory_list`` and with
-   ``memory_recall`` (the embedder is warm; the query is new each time). In the modes
-   that release, also a live worker's first recall after it let its index go (the load
-   from the snapshot included).
+   ``memory_recall`` (the embedder is warm; the query is new each time). In the
+   ``forked`` mode, also a live worker's first recall after it let its index go (the
+   load from the snapshot included), at ``--wake-drawers`` and at ``--drawers``; and,
+   before the daemon starts, what the load alone costs in the store at both sizes.
 
 Output: JSON (``--out``, default ``bench/results/idle-palaces.json``) and a table.
 """
@@ -54,6 +55,7 @@ from trusty_memory.client.sync import Client
 from trusty_memory.config import PalaceSettings
 from trusty_memory.protocol import RememberParams
 from trusty_memory.workers.store import PalaceStore
+from trusty_memory.workers.store_read import ReadStore
 
 WAKE = "wake"
 
@@ -77,6 +79,22 @@ def build(home: Path, name: str, drawers: int, seed: int, vectors: np.ndarray) -
                 for j, (i, m) in enumerate(zip(range(start, stop), main, strict=True))
             ]  # fmt: skip
             store.remember_batch(items)
+
+
+def index_load_ms(home: Path, name: str, times: int) -> dict:
+    """What loading a released index costs in the store itself (snapshot, checksum,
+    hnswlib, change-log check), without the daemon: ``release_index`` + ``load_index``."""
+    store = ReadStore.open_reader(home / "palaces" / name, name, PalaceSettings())
+    try:
+        ms = []
+        for _ in range(times):
+            assert store.release_index()
+            t0 = time.perf_counter()
+            store.load_index()
+            ms.append((time.perf_counter() - t0) * 1000)
+        return summary(ms)
+    finally:
+        store.close()
 
 
 def memory(pid: int) -> dict[str, float]:
@@ -147,8 +165,9 @@ def one_mode(args, mode: str, home_template: Path) -> dict:
             result["template"] = memory(c.status()["template"]["pid"])
         c.recall(WAKE, "warm up the embedder for the wake-up figures")
         result.update(wake_figures(c, args.wakes))
-        if release:
-            result["recall_after_release"] = recall_after_release(c, args)
+        if release and fork:  # the default mode; the other modes load the same way
+            result["recall_after_release"] = recall_after_release(c, WAKE, args)
+            result["recall_after_release_1k"] = recall_after_release(c, names[0], args)
     return result
 
 
@@ -192,19 +211,19 @@ def wake_figures(client: Client, wakes: int) -> dict:
     return {"wake_list": summary(lists), "wake_recall": summary(recalls)}
 
 
-def recall_after_release(client: Client, args) -> dict:
+def recall_after_release(client: Client, palace: str, args) -> dict:
     """A live worker's first recall once its index is released: the load from the
     snapshot (and change log) plus the recall. Its RSS before and after the release
     shows that the index went."""
-    [pid] = palace_pids_of(client, WAKE)
+    [pid] = palace_pids_of(client, palace)
     ms, rss_loaded, rss_released = [], [], []
     for i in range(args.wakes):
-        client.recall(WAKE, f"keep the index loaded {i}")
+        client.recall(palace, f"keep the index loaded {i}")
         rss_loaded.append(memory(pid)["rss"])
         time.sleep(args.release_s + IDLE_MARGIN_S)
         rss_released.append(memory(pid)["rss"])
         t0 = time.perf_counter()
-        client.recall(WAKE, f"after the release, question {i}: which topic came up last?")
+        client.recall(palace, f"after the release, question {i}: which topic came up last?")
         ms.append((time.perf_counter() - t0) * 1000)
     return {
         **summary(ms),
@@ -236,6 +255,10 @@ def run(args) -> dict:
         "date": time.strftime("%Y-%m-%d"),
         "command": " ".join(["python -m bench.idle_palaces", *sys.argv[1:]]),
         "release_s": args.release_s,
+        "index_load_ms": {
+            str(args.drawers): index_load_ms(home, "p000", args.wakes),
+            str(args.wake_drawers): index_load_ms(home, WAKE, args.wakes),
+        },
     }
     try:
         for mode in args.modes.split(","):
@@ -262,11 +285,22 @@ def table(r: dict) -> str:
             f"     {x['wake_recall']['p50_ms']:6.1f} / {x['wake_recall']['p99_ms']:6.1f}"
             + (f"     {after['p50_ms']:6.1f} / {after['p99_ms']:6.1f}" if after else "")
         )
+        if "recall_after_release_1k" in x:
+            k = x["recall_after_release_1k"]
+            lines.append(
+                f"         recall after release at {r['drawers']} drawers:"
+                f" {k['p50_ms']:.1f} / {k['p99_ms']:.1f} ms"
+            )
         if "template" in x:
             t = x["template"]
             lines.append(
                 f"         template: RSS {t['rss']:.0f}, PSS {t['pss']:.0f}, USS {t['uss']:.0f} MB"
             )
+    loads = ", ".join(
+        f"{n} drawers {v['p50_ms']:.1f} / {v['p99_ms']:.1f} ms"
+        for n, v in r["index_load_ms"].items()
+    )
+    lines.append(f"index load in the store, p50 / p99: {loads}")
     return "\n".join(lines)
 
 
