@@ -27,8 +27,9 @@ before they released it) and ``fresh`` (fresh interpreters, ``fork_workers = fal
    worker stopped) and woken ``--wakes`` times with ``memory_list`` and with
    ``memory_recall`` (the embedder is warm; the query is new each time). In the
    ``forked`` mode, also a live worker's first recall after it let its index go (the
-   load from the snapshot included), at ``--wake-drawers`` and at ``--drawers``; and,
-   before the daemon starts, what the load alone costs in the store at both sizes.
+   load from the snapshot included) and the same recall right after, at
+   ``--wake-drawers`` and at ``--drawers``; and, before the daemon starts, what the load
+   alone costs in the store at both sizes.
 
 Output: JSON (``--out``, default ``bench/results/idle-palaces.json``) and a table.
 """
@@ -212,21 +213,30 @@ def wake_figures(client: Client, wakes: int) -> dict:
 
 
 def recall_after_release(client: Client, palace: str, args) -> dict:
-    """A live worker's first recall once its index is released: the load from the
-    snapshot (and change log) plus the recall. Its RSS before and after the release
-    shows that the index went."""
+    """A live worker's first recall once its index is released, against the same recall
+    right after it (index loaded): the difference is what the load costs a request.
+
+    Each question is asked once before the release, so that the embedder's cache answers
+    it both times: the embedder idles through the release too, and its first request
+    after a pause is slower whether or not a palace released anything. The worker's RSS
+    before and after the release shows that the index went.
+    """
     [pid] = palace_pids_of(client, palace)
-    ms, rss_loaded, rss_released = [], [], []
+    first, again, rss_loaded, rss_released = [], [], [], []
     for i in range(args.wakes):
-        client.recall(palace, f"keep the index loaded {i}")
+        question = f"after the release, question {i}: which topic came up last?"
+        client.recall(palace, question)
         rss_loaded.append(memory(pid)["rss"])
         time.sleep(args.release_s + IDLE_MARGIN_S)
         rss_released.append(memory(pid)["rss"])
-        t0 = time.perf_counter()
-        client.recall(palace, f"after the release, question {i}: which topic came up last?")
-        ms.append((time.perf_counter() - t0) * 1000)
+        for out in (first, again):
+            t0 = time.perf_counter()
+            client.recall(palace, question)
+            out.append((time.perf_counter() - t0) * 1000)
     return {
-        **summary(ms),
+        **summary(first),
+        "loaded": summary(again),
+        "load": summary([a - b for a, b in zip(first, again, strict=True)]),
         "rss_loaded_mb": round(statistics.median(rss_loaded), 1),
         "rss_released_mb": round(statistics.median(rss_released), 1),
     }
@@ -286,11 +296,15 @@ def table(r: dict) -> str:
             + (f"     {after['p50_ms']:6.1f} / {after['p99_ms']:6.1f}" if after else "")
         )
         if "recall_after_release_1k" in x:
-            k = x["recall_after_release_1k"]
-            lines.append(
-                f"         recall after release at {r['drawers']} drawers:"
-                f" {k['p50_ms']:.1f} / {k['p99_ms']:.1f} ms"
-            )
+            for size, key in ((r["wake_drawers"], "recall_after_release"),
+                              (r["drawers"], "recall_after_release_1k")):  # fmt: skip
+                k = x[key]
+                lines.append(
+                    f"         {size} drawers: recall after release {k['p50_ms']:.1f} /"
+                    f" {k['p99_ms']:.1f} ms, loaded {k['loaded']['p50_ms']:.1f} /"
+                    f" {k['loaded']['p99_ms']:.1f} ms, difference {k['load']['p50_ms']:.1f} /"
+                    f" {k['load']['p99_ms']:.1f} ms"
+                )
         if "template" in x:
             t = x["template"]
             lines.append(

@@ -57,7 +57,7 @@ def test_idle_palaces_bench_smoke(tmp_path):
     after = forked["recall_after_release"]
     assert after["n"] == 2 and after["rss_released_mb"] < after["rss_loaded_mb"]
     assert "recall_after_release" not in kept and forked["template"]["pss"] > 0
-    assert forked["recall_after_release_1k"]["n"] == 2
+    assert forked["recall_after_release_1k"]["n"] == after["loaded"]["n"] == 2
     assert set(r["index_load_ms"]) == {"50", "300"}
 
 
