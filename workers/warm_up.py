@@ -98,36 +98,38 @@ def _codecs() -> None:
     msgspec.msgpack.decode(p.ok_response("id", {"status": "stored"}, 1))
 
 
-def _unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
-    vectors = rng.standard_normal((n, DIM)).astype(np.float32)
+def _unit_vectors(start: int, n: int) -> np.ndarray:
+    """``n`` distinct unit vectors, without ``numpy.random``: no worker imports it, and
+    importing it here would cost every worker's RSS (a child maps the template's pages)."""
+    rows = np.arange(start + 1, start + n + 1, dtype=np.float32)[:, None]
+    vectors = np.sin(rows * np.arange(1, DIM + 1, dtype=np.float32))
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def _writer_and_reader(palace_dir: Path) -> None:
-    rng = np.random.default_rng(0)
     settings = PalaceSettings()
     with PalaceStore.open(palace_dir, "warm-up", settings) as store:
-        ids = _write(store, rng)
-        _read(store, rng)
+        ids = _write(store, 0)
+        _read(store)
         store.forget(ids[0])
         store.kg_assert(p.KgAssertParams(subject="template", predicate="is", object="warm"))
         store.release_index()
         reader = ReadStore.open_reader(palace_dir, "warm-up", settings)
         try:
-            _write(store, rng)
+            _write(store, BATCHES * DRAWERS_PER_BATCH)
             reader.changed()
             reader.refresh()
-            _read(reader, rng)
+            _read(reader)
         finally:
             reader.close()
         store.flush()
         store.shrink_memory()
 
 
-def _write(store: PalaceStore, rng: np.random.Generator) -> list[str]:
+def _write(store: PalaceStore, first: int) -> list[str]:
     ids: list[str] = []
     for batch in range(BATCHES):
-        vectors = _unit_vectors(rng, DRAWERS_PER_BATCH)
+        vectors = _unit_vectors(first + batch * DRAWERS_PER_BATCH, DRAWERS_PER_BATCH)
         items = [
             (
                 p.RememberParams(
@@ -143,8 +145,8 @@ def _write(store: PalaceStore, rng: np.random.Generator) -> list[str]:
     return ids
 
 
-def _read(store: ReadStore, rng: np.random.Generator) -> None:
-    for query in _unit_vectors(rng, QUERIES):
+def _read(store: ReadStore) -> None:
+    for query in _unit_vectors(10_000, QUERIES):
         p.encode(p.RecallResult(palace="warm-up", query="q", results=store.recall("q", query)))
         store.recall("warm-up topic", query, 5, room="Room 1", tag="tag2", deep=True)
         p.encode(p.ListResult(palace="warm-up", drawers=store.list(p.ListParams(limit=5))))
