@@ -78,9 +78,9 @@ class PalaceSettings:
     # A new writer waits this long for a predecessor that lost its broker to exit.
     writer_lock_wait_s: float = 15.0
     # A palace worker that has had no request for this long lets its vector index go
-    # (~4 MB of an idle 1k-drawer worker's ~11 MB of its own) and loads it again from the
-    # snapshot and the change log when a request needs vectors (~2 ms at 1k drawers,
-    # ~20 ms at 10k). 0 keeps every index loaded.
+    # (4.3 of the 10.6 MB a forked, idle 1k-drawer worker holds on its own) and loads it
+    # again from the snapshot and the change log when a request needs vectors (~2 ms at
+    # 1k drawers, ~22 ms at 10k: bench/idle_palaces.py). 0 keeps every index loaded.
     idle_release_s: float = 60.0
     # ... except an index of more drawers than this, whose load would cost more than a
     # wake (~0.24 s at 100k drawers, seconds at 1M).

@@ -172,8 +172,8 @@ class PalaceStore(ReadStore):
         )
 
     def _release_ready(self) -> bool:
-        """Saved first, so that the load is a snapshot and no replay (False if it fails:
-        a full disk keeps the index in memory rather than make the load a rebuild)."""
+        """Saved first, so that the load is a snapshot and no replay (False if saving
+        fails: on a full disk the index stays rather than make its load a long replay)."""
         if self._applied_seq == self._snapshot_seq and self._has_snapshot():
             return True
         return self.maybe_snapshot(force=True)
