@@ -13,6 +13,7 @@ Example ``config.toml``::
 
     [palace]
     idle_stop_s = 600
+    idle_release_s = 60      # an idle worker drops its vector index (reloaded on demand)
     max_text_bytes = 65536
     context_vectors = false   # true: a drawer's vector carries its episode predecessor's
 
@@ -88,6 +89,14 @@ class PalaceSettings:
     context_vectors: bool = False
     # A new writer waits this long for a predecessor that lost its broker to exit.
     writer_lock_wait_s: float = 15.0
+    # A palace worker that has had no request for this long lets its vector index go
+    # (4.3 of the 10.6 MB a forked, idle 1k-drawer worker holds on its own) and loads it
+    # again from the snapshot and the change log when a request needs vectors (~2 ms at
+    # 1k drawers, ~22 ms at 10k: bench/idle_palaces.py). 0 keeps every index loaded.
+    idle_release_s: float = 60.0
+    # ... except an index of more drawers than this, whose load would cost more than a
+    # wake (~0.24 s at 100k drawers, seconds at 1M).
+    idle_release_max_drawers: int = 50_000
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TextIO
 
 # structlog imports rich (and pygments) whenever rich is installed, only to draw tracebacks
 # on a terminal, and transformers brings rich along. That is 7 MB in every process that
@@ -45,11 +46,15 @@ def _level_from_env(default: str) -> int:
     return min(levels) if levels else _LEVELS[default]
 
 
-def setup_logging(actor: str, default_level: str = "warn") -> structlog.stdlib.BoundLogger:
-    """Configure structlog for this process and return a logger bound to ``actor``."""
+def setup_logging(
+    actor: str, default_level: str = "warn", file: TextIO | None = None
+) -> structlog.stdlib.BoundLogger:
+    """Configure structlog for this process and return a logger bound to ``actor``;
+    lines go to ``file`` (default: stderr)."""
     level = _level_from_env(default_level)
+    file = file or sys.stderr
     renderer: structlog.typing.Processor
-    if sys.stderr.isatty():
+    if file.isatty():
         renderer = structlog.dev.ConsoleRenderer()
     else:
         renderer = structlog.processors.JSONRenderer()
@@ -61,7 +66,7 @@ def setup_logging(actor: str, default_level: str = "warn") -> structlog.stdlib.B
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=file),
         cache_logger_on_first_use=True,
     )
     return structlog.get_logger().bind(actor=actor, pid=os.getpid())

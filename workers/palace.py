@@ -11,6 +11,11 @@ the palace's state current from the change log.
 Every reply names the change-log seq the worker had applied when it answered (``seq`` in
 the response and a frame of its own for the broker): clients send it back with their
 reads (read-your-writes), and ``status`` shows readers' lag with it.
+
+A worker with no request for ``[palace] idle_release_s`` lets its vector index go and
+hands the memory back (``release_idle_index``): a hundred open, idle palaces should cost
+little more than their processes. The store loads the index again when a request needs
+it (``store_read.ReadStore.index``).
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class PalaceWorker(Worker):
         self.store: Any = None
         self.open_error: p.TrustyError | None = None
         self.opened_at = 0.0  # when opening was last tried
+        self.last_request = time.monotonic()  # when the last batch came in
 
     def _open(self) -> Any:
         """The role's store (``writer.py``, ``reader.py``)."""
@@ -103,12 +109,26 @@ class PalaceWorker(Worker):
             self.store.shrink_memory()  # SQLite's page cache first, then the C heap
         super().release_memory()
 
+    def on_idle(self) -> None:
+        self.release_idle_index()
+
+    def release_idle_index(self) -> None:
+        """Let the index go once no request has come for ``[palace] idle_release_s``."""
+        after = self.config.palace.idle_release_s
+        if self.store is None or after <= 0 or not self.store.index_loaded:
+            return
+        idle_s = time.monotonic() - self.last_request
+        if idle_s >= after and self.store.release_index():
+            self.release_memory()
+            self.log.info("index released", idle_s=round(idle_s, 1))
+
     def applied_seq(self) -> int | None:
         return self.store.last_seq if self.store is not None else None
 
     # -- batches -----------------------------------------------------------------
 
     def handle_batch(self, jobs: list[Job]) -> list[Reply]:
+        self.last_request = time.monotonic()
         if self.store is None and (
             time.monotonic() - self.opened_at < REOPEN_EVERY_S or not self.open_store()
         ):
@@ -254,11 +274,15 @@ def _error(job: Job, exc: p.TrustyError) -> bytes:
     return p.error_response(job.request.id, exc.code, exc.message)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="trusty-memory-palace")
     parser.add_argument("--palace", required=True)
     parser.add_argument("--reader", action="store_true", help="serve reads only, read-only")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     config = load_config()
     log = setup_logging("palace", default_level="info")
     if args.reader:

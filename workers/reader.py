@@ -13,6 +13,10 @@ catch-up (0, the default: at every batch), so other sessions' writes show within
 
 Recall hits the reader counts go to the writer (``palace_hits``) when it idles: only the
 writer writes.
+
+An idle reader lets its index go like the writer (``PalaceWorker.release_idle_index``)
+and keeps catching up meanwhile: filters and L1 follow the change log, and the next read
+that needs vectors loads the writer's newest snapshot and replays the rest.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class PalaceReader(PalaceWorker):
         if due and self.store.changed():
             self.catch_up()
         self.send_hits()
+        super().on_idle()
 
     def send_hits(self) -> None:
         """Hand the writer the recall hits counted here; kept for next time if it fails."""

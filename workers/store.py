@@ -20,6 +20,12 @@ touched and before anyone is told "stored". On open, the newest index snapshot i
 the change log after its seq is replayed; if there is no usable snapshot, or the result does
 not hold exactly the drawers SQLite holds, the index is rebuilt from the stored vectors. So a
 ``kill -9`` at any moment loses no acknowledged write.
+
+An idle writer may release its index (``ReadStore.release_index``): it saves a snapshot
+first if the index holds changes the newest one lacks, and writes that arrive meanwhile
+commit as always and wait in the change log; the next load (a recall, ``palace_info``, a
+dream pass) replays them. Only when that replay would grow past ``index_save_every``
+entries does a write load the index itself, so that a snapshot bounds it as before.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from trusty_memory.protocol import (
 )
 from trusty_memory.workers import maintenance
 from trusty_memory.workers import store_values as v
+from trusty_memory.workers.index import VectorIndex
 from trusty_memory.workers.store_read import (
     DB_FILE,
     IDENTITY_FILE,
@@ -156,6 +163,20 @@ class PalaceStore(ReadStore):
 
     def _after_rebuild(self) -> None:
         self.maybe_snapshot(force=True)
+
+    def _load_snapshot(self) -> tuple[VectorIndex, int] | None:
+        """The newest snapshot at most ``_last_seq``: one past the change log means the
+        palace file was replaced (say, by an older backup) and is skipped."""
+        return VectorIndex.load(
+            self.palace_dir, self.dim, max_seq=self._last_seq, **self._index_settings()
+        )
+
+    def _release_ready(self) -> bool:
+        """Saved first, so that the load is a snapshot and no replay (False if saving
+        fails: on a full disk the index stays rather than make its load a long replay)."""
+        if self._applied_seq == self._snapshot_seq and self._has_snapshot():
+            return True
+        return self.maybe_snapshot(force=True)
 
     # -- writing -------------------------------------------------------------------
 
@@ -274,7 +295,8 @@ class PalaceStore(ReadStore):
         self.maybe_snapshot()
 
     def _sync_index(self) -> None:
-        """Bring the index up to the change log after a commit.
+        """Bring the index up to the change log after a commit (a released one waits for
+        its next load, unless the replay is due for a snapshot).
 
         The write is already durable; if the index fails it is rebuilt rather than the
         caller being told a committed write failed (a retry without a drawer id would then
@@ -284,10 +306,16 @@ class PalaceStore(ReadStore):
             0
         ]
         try:
+            if self._index is None and self._replay_due():
+                self._open_index()  # so that the next snapshot bounds the replay again
             self.catch_up()
         except Exception as exc:
             log.error("index update failed; rebuilding", palace=self.name, error=str(exc))
             self.rebuild_index()
+
+    def _replay_due(self) -> bool:
+        """Enough changes since the last snapshot to take a new one (``maybe_snapshot``)."""
+        return self._last_seq - self._snapshot_seq >= self.settings.index_save_every
 
     @storage_errors
     def forget(self, drawer_id: str) -> ForgetResult:
@@ -359,11 +387,13 @@ class PalaceStore(ReadStore):
 
     def maybe_snapshot(self, force: bool = False) -> bool:
         """Save the index if enough changes piled up since the last snapshot (or ``force``)."""
+        if self._index is None:  # released: nothing newer than the disk is held
+            return False
         due = self._applied_seq - self._snapshot_seq >= self.settings.index_save_every
         if not (force or due):
             return False
         try:
-            self.index.save(self.palace_dir, self._applied_seq)
+            self._index.save(self.palace_dir, self._applied_seq)
         except Exception as exc:  # a failed snapshot only costs a longer next open
             log.warning("index snapshot failed", palace=self.name, error=str(exc))
             return False

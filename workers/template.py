@@ -3,8 +3,10 @@
 A palace worker started from scratch pays ~0.3 s of imports (numpy, hnswlib, sqlite-utils,
 structlog, msgspec, pyzmq and our own modules) and ~45 MB of memory for them, and a user
 with a hundred project palaces pays that a hundred times. So the supervisor starts this
-template once; it imports the worker code, freezes its objects out of the garbage
-collector (so no collection in a child ever writes to those pages), and then only forks:
+template once; it imports the worker code, runs it once on a throw-away palace (so that
+what a first run writes, specialised bytecode and lazily built caches, is written once
+here: ``warm_up.py``), freezes its objects out of the garbage collector (so no
+collection in a child ever writes to those pages), and then only forks:
 each palace writer or reader is a child that shares the template's code and library pages
 copy-on-write.
 
@@ -47,6 +49,18 @@ def preload() -> None:
     setup_logging("template")  # structlog's processors built once, shared
 
 
+def warm() -> None:
+    """Run the store code once (``warm_up.py``) and hand back what that freed, so that
+    children copy fewer of the template's pages."""
+    from trusty_memory.logs import get_logger
+    from trusty_memory.workers.base import release_freed_memory
+    from trusty_memory.workers.warm_up import warm_up
+
+    warm_up(get_logger().bind(actor="template", pid=os.getpid()))
+    gc.collect()
+    release_freed_memory()
+
+
 def child(argv: list[str], wakeup: tuple[int, int]) -> None:
     """In the forked child: become a palace worker; never return into the template loop."""
     code = 1
@@ -85,7 +99,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the daemon
     preload()
-    gc.collect()
+    warm()
     gc.freeze()
     tell({"ready": True})
     pending = b""

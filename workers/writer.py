@@ -91,6 +91,7 @@ class PalaceWriter(PalaceWorker):
         if self.store is not None:
             self.store.flush()
             self.store.maybe_snapshot()
+        super().on_idle()
 
 
 def _take_hits(w: PalaceWriter, params: p.PalaceHitsParams) -> dict:

@@ -42,6 +42,25 @@ def test_engine_bench_smoke(tmp_path):
     assert r["memory"]["embedders"]["processes"] >= 1 and r["memory"]["total_rss_mb"] > 0
 
 
+def test_idle_palaces_bench_smoke(tmp_path):
+    out = tmp_path / "idle.json"
+    run_bench("-m", "bench.idle_palaces", "--palaces", "3", "--drawers", "50",
+              "--wake-drawers", "300", "--wakes", "2", "--release-s", "1",
+              "--modes", "forked,kept", "--out", str(out))  # fmt: skip
+    r = json.loads(out.read_text())
+    forked, kept = r["forked"], r["kept"]
+    assert forked["workers"] == kept["workers"] == 4
+    assert forked["wake_list"]["n"] == forked["wake_recall"]["n"] == 2
+    # hnswlib allocates ~2.6 MB of label locks per index whatever its size: released or not
+    # is plain in each worker's own memory.
+    assert forked["uss_each_mb"] < kept["uss_each_mb"] - 1.5
+    after = forked["recall_after_release"]
+    assert after["n"] == 2 and after["rss_released_mb"] < after["rss_loaded_mb"]
+    assert "recall_after_release" not in kept and forked["template"]["pss"] > 0
+    assert forked["recall_after_release_1k"]["n"] == after["loaded"]["n"] == 2
+    assert set(r["index_load_ms"]) == {"50", "300"}
+
+
 def test_mcp_stdio_bench_smoke(tmp_path):
     out = tmp_path / "mcp.json"
     run_bench("-m", "bench.mcp_stdio", "--drawers", "200", "--samples", "32", "--seconds", "1.5",
