@@ -37,6 +37,7 @@ def pin_endpoints(config: Config) -> Config:
     broker = replace(config.broker, frontend=config.frontend, backend=config.backend)
     os.environ["TRUSTY_MEMORY_BROKER_FRONTEND"] = broker.frontend
     os.environ["TRUSTY_MEMORY_BROKER_BACKEND"] = broker.backend
+    os.environ[home.PARENT_ENV] = str(os.getpid())  # children stop once we are gone
     return replace(config, broker=broker)
 
 

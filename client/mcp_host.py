@@ -142,6 +142,7 @@ def same_user(sock: socket.socket | None) -> bool:
 
 async def main_async() -> int:
     from trusty_memory.config import load_config
+    from trusty_memory.home import expected_parent
     from trusty_memory.logs import setup_logging
 
     log = setup_logging("mcp-host", default_level="info")
@@ -156,7 +157,7 @@ async def main_async() -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    parent = os.getppid()
+    parent = expected_parent()
 
     async def watch_parent() -> None:
         while os.getppid() == parent:

@@ -187,6 +187,22 @@ def live_daemon(home: Path) -> DaemonRecord | None:
     return record
 
 
+PARENT_ENV = "TRUSTY_MEMORY_PARENT_PID"
+
+
+def expected_parent() -> int:
+    """The pid of the process that supervises this actor: the daemon (or, for a forked
+    palace worker, the template), as it told its children in ``TRUSTY_MEMORY_PARENT_PID``.
+
+    An actor stops when its supervisor is gone. Reading ``os.getppid()`` at start-up
+    instead would take init for the parent when the daemon died while the actor was
+    still importing (a daemon stopped right after it started), and such an orphan (an
+    embedder holding the model, ~180 MB) would then run for ever.
+    """
+    raw = os.environ.get(PARENT_ENV, "")
+    return int(raw) if raw.isdigit() else os.getppid()
+
+
 def pid_alive(pid: int) -> bool:
     if pid <= 0:
         return False

@@ -8,7 +8,6 @@ process instead (``dream_once``): the dreamer is only a client, so both are the 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 
@@ -16,6 +15,7 @@ from trusty_memory.config import Config, load_config
 from trusty_memory.dreamer import progress as ev
 from trusty_memory.dreamer.runner import DreamPass, PassReport
 from trusty_memory.dreamer.scheduler import Scheduler
+from trusty_memory.home import expected_parent
 
 
 def dream_once(
@@ -47,7 +47,7 @@ def run_dreamer(supervised: bool = False, json_lines: bool = False) -> int:
     client = Client(config, autostart=not supervised, background=supervised)
     emit = ev.json_lines() if json_lines else ev.silent
     scheduler = Scheduler(
-        client, config.dreamer, log, emit=emit, parent_pid=os.getppid() if supervised else None
+        client, config.dreamer, log, emit=emit, parent_pid=expected_parent() if supervised else None
     )
 
     def stop(signum, frame) -> None:

@@ -51,6 +51,8 @@ class Scheduler:
             except p.TrustyError as exc:  # the daemon restarting, a palace gone: try later
                 self.log.warning("dream tick failed", error=exc.message)
             self.sleep(self.s.poll_s)
+        if not self.parent_alive():
+            self.log.info("daemon gone; stopping")
 
     def tick(self) -> list[PassReport]:
         reports = []

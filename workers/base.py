@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import zmq
 
+from trusty_memory import home
 from trusty_memory import protocol as p
 from trusty_memory.config import Config
 
@@ -55,7 +56,7 @@ class Worker:
         self.ctx = zmq.Context.instance()
         self.socket: zmq.Socket | None = None
         self.running = True
-        self.parent_pid = os.getppid()
+        self.parent_pid = home.expected_parent()
         self.last_broker_msg = time.monotonic()
         self.last_sent = 0.0
         signal.signal(signal.SIGTERM, self._on_signal)

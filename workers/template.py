@@ -65,6 +65,9 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
     """In the forked child: become a palace worker; never return into the template loop."""
     code = 1
     try:
+        from trusty_memory.home import PARENT_ENV
+
+        os.environ[PARENT_ENV] = str(os.getppid())  # the template is this worker's supervisor
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -90,7 +93,9 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
 
 
 def main() -> int:
-    parent = os.getppid()
+    from trusty_memory.home import expected_parent
+
+    parent = expected_parent()
     wakeup = os.pipe()  # SIGCHLD wakes the loop through it, to reap at once
     for fd in wakeup:
         os.set_blocking(fd, False)
