@@ -46,11 +46,14 @@ def error_code(done: subprocess.CompletedProcess) -> int:
 
 
 def contents(client: Client, palace: str) -> dict:
-    """Everything a person would call the palace's contents, by drawer id."""
+    """Everything a person would call the palace's contents, by drawer id. Not the usage
+    counts: a recall adds hits (and with them importance over base_importance) whenever
+    its reader next ships them to the writer, so they may change between two reads."""
     drawers = {}
     for d in client.list(palace, limit=1000).drawers:
         whole = client.call("drawer_get", {"drawer_id": d.drawer_id}, palace=palace)
-        whole.pop("palace")
+        for key in ("palace", "hits", "importance"):
+            whole.pop(key)
         drawers[d.drawer_id] = whole
     return {"drawers": drawers, "triples": client.kg_query(palace, "auth-service").triples}
 
