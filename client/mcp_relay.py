@@ -49,9 +49,9 @@ from trusty_memory.client.mcp_stdio import (
     INTERNAL_ERROR,
     MAX_LINE_BYTES,
     StdioEdge,
-    _id_key,
     error_message,
     exit_after,
+    id_key,
 )
 
 START_TIMEOUT_S = 60.0  # a daemon start, model preparation included
@@ -256,7 +256,7 @@ class Relay:
         elif method == "notifications/cancelled":
             params = message.get("params")
             if isinstance(params, dict) and "requestId" in params:
-                key = _id_key(params["requestId"])
+                key = id_key(params["requestId"])
                 self.progress.done(key)
                 with self._lock:  # a cancelled request gets no answer, not even on a drop
                     self._inflight.pop(key, None)
@@ -286,7 +286,7 @@ class Relay:
     def _forward(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         is_request = "id" in message and method is not None
-        key = _id_key(message["id"]) if is_request else ""
+        key = id_key(message["id"]) if is_request else ""
         if method == "initialize" and is_request:
             if self.link is not None and not self.link.closed:  # else: in the next hello
                 self._send({**message, "id": self.handshake_id})
@@ -351,7 +351,7 @@ class Relay:
 
     def _from_host(self, message: dict[str, Any]) -> None:
         if "id" in message and ("result" in message or "error" in message):
-            key = _id_key(message["id"])
+            key = id_key(message["id"])
             self.progress.done(key)
             with self._lock:
                 entry = self._inflight.pop(key, None)

@@ -62,7 +62,7 @@ EOF = object()  # handed to the sink when stdin closes
 Sink = Callable[[Any], None]  # receives a message dict, or EOF; called from the reader thread
 
 
-def _id_key(rid: Any) -> str:
+def id_key(rid: Any) -> str:
     # 1 and "1" are different JSON-RPC ids; their JSON spellings keep them apart.
     return json.dumps(rid)
 
@@ -192,13 +192,13 @@ class StdioEdge:
     def forget(self, rid: Any) -> None:
         """A request that will never be answered through :meth:`emit`."""
         with self._lock:
-            self._inflight.discard(_id_key(rid))
+            self._inflight.discard(id_key(rid))
 
     def handshake_stays_here(self, rid: Any) -> None:
         """The ``initialize`` with this id goes to no SDK (the relay replays the handshake
         under its own id), so no reply of that id is to be dropped."""
         with self._lock:
-            self._suppress.discard(_id_key(rid))
+            self._suppress.discard(id_key(rid))
 
     # -- output ------------------------------------------------------------------------
 
@@ -220,7 +220,7 @@ class StdioEdge:
         """A message from the SDK on its way to stdout: drop the SDK's own ``initialize``
         reply, spell ``Method not found`` the contract's way, settle in-flight ids."""
         if "id" in message and ("result" in message or "error" in message):
-            key = _id_key(message["id"])
+            key = id_key(message["id"])
             with self._lock:
                 if key in self._suppress:
                     self._suppress.discard(key)
@@ -366,10 +366,10 @@ class StdioEdge:
             result = initialize_result(params["protocolVersion"], self.version, self.default_palace)
             self.send({"jsonrpc": "2.0", "id": rid, "result": result})
             with self._lock:
-                self._suppress.add(_id_key(rid))
+                self._suppress.add(id_key(rid))
         else:
             with self._lock:
-                self._inflight.add(_id_key(rid))
+                self._inflight.add(id_key(rid))
         self._deliver(message)
 
     def _deliver(self, message: Any) -> None:

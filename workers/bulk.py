@@ -317,21 +317,9 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
 
 def _export_triples(store: PalaceStore, after: int, limit: int) -> p.ExportResult:
     rows = store.db.conn.execute(
-        "SELECT id, subject, predicate, object, valid_from, valid_to, confidence, provenance"
-        " FROM triples WHERE id > ? ORDER BY id LIMIT ?",
+        f"SELECT id, {v.TRIPLE_COLUMNS} FROM triples WHERE id > ? ORDER BY id LIMIT ?",
         (after, limit),
     ).fetchall()
-    triples = [
-        p.Triple(
-            subject=r[1],
-            predicate=r[2],
-            object=r[3],
-            valid_from=r[4],
-            valid_to=r[5],
-            confidence=r[6],
-            provenance=r[7],
-        )
-        for r in rows
-    ]
+    triples = [v.triple_of(r[1:]) for r in rows]
     next_after = rows[-1][0] if len(rows) == limit else None
     return p.ExportResult(triples=triples, next_after=next_after)

@@ -63,7 +63,6 @@ from trusty_memory.protocol import (
     ListParams,
     PalaceInfo,
     RecallHit,
-    Triple,
     TrustyError,
 )
 from trusty_memory.workers import context, maintenance, retrieval
@@ -678,22 +677,11 @@ class ReadStore:
         """Active triples of ``subject`` in assertion order (the id, not the clock, orders)."""
         v.check_nonempty(subject, "subject")
         rows = self._conn.execute(
-            "SELECT subject, predicate, object, valid_from, valid_to, confidence, provenance"
-            " FROM triples WHERE subject = ? AND valid_to IS NULL ORDER BY id",
+            f"SELECT {v.TRIPLE_COLUMNS} FROM triples"
+            " WHERE subject = ? AND valid_to IS NULL ORDER BY id",
             (subject,),
         )
-        triples = [
-            Triple(
-                subject=r[0],
-                predicate=r[1],
-                object=r[2],
-                valid_from=r[3],
-                valid_to=r[4],
-                confidence=r[5],
-                provenance=r[6],
-            )
-            for r in rows
-        ]
+        triples = [v.triple_of(r) for r in rows]
         return KgQueryResult(subject=subject, triples=triples)
 
     @storage_errors

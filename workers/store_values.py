@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.protocol import ErrorCode, Triple, TrustyError
 
 # FTS5 terms: runs of letters/digits. Each is quoted, so no user text can be FTS syntax.
 _FTS_TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -128,3 +128,12 @@ def fts_terms(text: str) -> list[str]:
 def fts_or(terms: list[str]) -> str:
     """A safe FTS5 query matching any of ``terms`` (each quoted, so never syntax)."""
     return " OR ".join(f'"{t}"' for t in terms)
+
+
+# The columns of a triple, in Triple's field order: every SELECT that builds Triples.
+TRIPLE_COLUMNS = "subject, predicate, object, valid_from, valid_to, confidence, provenance"
+
+
+def triple_of(row) -> Triple:
+    """A Triple from a row selected as ``TRIPLE_COLUMNS`` (in that order)."""
+    return Triple(**dict(zip(Triple.__struct_fields__, row, strict=True)))
