@@ -6,6 +6,8 @@ The file format, one JSON object per line (``type`` says which)::
     {"type": "drawer", "drawer_id": "<uuid>", "content": "...", "room": "General",
      "tags": [], "importance": 0.5, "created_at": "2026-01-01T00:00:00Z", "hits": 0,
      "metadata": {...}, "vector": "<base64 float32>" | [384 numbers]}    vector optional
+     (plus "own_vector", the same, beside a vector the palace mixed with its episode's
+     context: the drawer's own text's vector, which the dreamer compares)
     {"type": "triple", "subject": "...", "predicate": "...", "object": "...",
      "valid_from": "...", "valid_to": null, "confidence": 1.0, "provenance": null}
 
@@ -72,6 +74,7 @@ class DrawerLine(msgspec.Struct, tag="drawer", tag_field="type", kw_only=True):
     metadata: dict[str, Any] | None = None
     # Bytes decode from (and encode to) base64 in JSON.
     vector: list[float] | bytes | None = None
+    own_vector: list[float] | bytes | None = None
 
 
 class TripleLine(msgspec.Struct, tag="triple", tag_field="type", kw_only=True):
@@ -192,9 +195,10 @@ def parse_line(
                 hits=line.hits,
                 metadata=line.metadata,
                 vector=line.vector,  # checked and turned into unit float32 bytes below
+                own_vector=line.own_vector,
             )
             checked = check_drawer(drawer, dim, max_text_bytes)
-            drawer.vector = checked.vector
+            drawer.vector, drawer.own_vector = checked.vector, checked.own_vector
             drawer.drawer_id = checked.id
             return drawer
         if isinstance(line, TripleLine):
@@ -358,6 +362,15 @@ class ExportSummary:
     triples: int = 0
 
 
+def _drawer_line(d: p.ExportDrawer) -> bytes:
+    """A drawer's line; ``own_vector`` only where there is one, so a palace that never
+    mixed context exports exactly as before."""
+    line = msgspec.to_builtins(DrawerLine(**msgspec.structs.asdict(d)))
+    if line.get("own_vector") is None:
+        line.pop("own_vector", None)
+    return _encoder.encode(line)
+
+
 def export_jsonl(
     client: Client,
     palace: str,
@@ -376,7 +389,7 @@ def export_jsonl(
         while True:
             params = {"kind": kind, "after": after, "limit": page_size, "vectors": vectors}
             page = p.convert(client.call("palace_export", params, palace=palace), p.ExportResult)
-            lines = [_encoder.encode(DrawerLine(**msgspec.structs.asdict(d))) for d in page.drawers]
+            lines = [_drawer_line(d) for d in page.drawers]
             lines += [
                 _encoder.encode(TripleLine(**msgspec.structs.asdict(t))) for t in page.triples
             ]

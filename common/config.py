@@ -15,7 +15,7 @@ Example ``config.toml``::
     idle_stop_s = 600
     idle_release_s = 60      # an idle worker drops its vector index (reloaded on demand)
     max_text_bytes = 65536
-    context_vectors = false   # true: a drawer's vector carries its episode predecessor's
+    context_vectors = true    # a drawer's vector carries its episode predecessor's
 
     [embedder]
     pool_size = 1
@@ -84,9 +84,9 @@ class PalaceSettings:
     fork_workers: bool = True
     # Give a drawer written inside an episode (same room, within the episode window) a
     # vector that carries its predecessor's too; its stored text stays its own
-    # (``workers/context.py``). Off by default: the dreamer's duplicate scan reads the
-    # stored vectors, and mixed ones hide restatements written in different episodes.
-    context_vectors: bool = False
+    # (``workers/context.py``). The drawer's own vector is kept beside the mix, for the
+    # dreamer's duplicate scan (``own_vector``). False: every vector is the drawer's own.
+    context_vectors: bool = True
     # A new writer waits this long for a predecessor that lost its broker to exit.
     writer_lock_wait_s: float = 15.0
     # A palace worker that has had no request for this long lets its vector index go

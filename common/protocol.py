@@ -280,6 +280,8 @@ class ImportDrawer(msgspec.Struct, kw_only=True):
     metadata: dict[str, Any] | None = None
     # Little-endian float32 bytes, dim x 4. None: the worker embeds ``content``.
     vector: bytes | None = None
+    # The drawer's own vector when ``vector`` is a context mix (``workers/context.py``).
+    own_vector: bytes | None = None
 
 
 class ImportTriple(msgspec.Struct, kw_only=True):
@@ -427,6 +429,7 @@ class ExportDrawer(msgspec.Struct, kw_only=True):
     hits: int = 0
     metadata: dict[str, Any] | None = None
     vector: bytes | None = None
+    own_vector: bytes | None = None  # only beside a context-mixed ``vector``
 
 
 class ExportResult(msgspec.Struct, kw_only=True):

@@ -62,6 +62,7 @@ class CheckedDrawer:
     hits: int
     metadata: str | None
     vector: bytes | None  # little-endian float32, unit length; None: embed ``content``
+    own_vector: bytes | None = None  # the drawer's own, when ``vector`` is a context mix
 
 
 @dataclass
@@ -124,7 +125,19 @@ def check_drawer(d: p.ImportDrawer, dim: int, max_text_bytes: int) -> CheckedDra
         hits=d.hits,
         metadata=metadata,
         vector=None if d.vector is None else vector_from(d.vector, dim),
+        own_vector=_own_vector(d, dim),
     )
+
+
+def _own_vector(d: p.ImportDrawer, dim: int) -> bytes | None:
+    if d.own_vector is None:
+        return None
+    if d.vector is None:
+        raise v.invalid("own_vector: only beside a vector (it is that vector's own text's)")
+    try:
+        return vector_from(d.own_vector, dim)
+    except p.TrustyError as exc:
+        raise v.invalid(f"own_{exc.message}") from None
 
 
 def check_triple(t: p.ImportTriple) -> CheckedTriple:
@@ -190,7 +203,8 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
         for d in new.values():
             label = conn.execute(
                 "INSERT INTO drawers (id, content, room, tags, importance, created_at, hits,"
-                " content_hash, vector, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " content_hash, vector, metadata, own_vector)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     d.id,
                     d.content,
@@ -202,6 +216,7 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
                     _content_hash(d.content),
                     d.vector,
                     d.metadata,
+                    d.own_vector,
                 ),
             ).lastrowid
             added.append((label, d))
@@ -290,10 +305,10 @@ def export_page(store: PalaceStore, params: p.ExportParams) -> p.ExportResult:
 
 
 def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -> p.ExportResult:
-    vector_col = "vector" if vectors else "NULL"
+    vector_cols = "vector, own_vector" if vectors else "NULL, NULL"
     rows = store.db.conn.execute(
         "SELECT label, id, content, room, tags, importance, created_at, hits, metadata,"
-        f" {vector_col} FROM drawers WHERE label > ? ORDER BY label LIMIT ?",
+        f" {vector_cols} FROM drawers WHERE label > ? ORDER BY label LIMIT ?",
         (after, limit),
     ).fetchall()
     pending = store._pending_hits  # recall hits not yet written: part of the truth
@@ -308,6 +323,7 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
             hits=r[7] + pending.get(r[0], 0),
             metadata=None if r[8] is None else json.loads(r[8]),
             vector=r[9],
+            own_vector=r[10],
         )
         for r in rows
     ]

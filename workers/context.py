@@ -12,13 +12,13 @@ The predecessor's own text was embedded when it was written, so the embedder's c
 the same batch) answers it: no extra tokens through the model in the usual case, and at
 most one more text per remember when the cache has lost it (a restarted daemon).
 
-``[palace] context_vectors = true`` (``TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS=1``) turns it
-on. It is off by default: the dreamer finds restatements by the cosine of the stored
-vectors (>= 0.95), and two restatements written after different predecessors no longer
-reach it (``tests/dreamer/test_dream_daemon.py`` finds 1 of its 4 planted pairs with it
-on). Keeping each drawer's own vector for the dreamer beside the mixed one for the index
-would lift that. Measured through the product (``bench/locomo.py`` with no ``embed_text``, first 3
-conversations, 495 questions; ``bench/eng_notes.py``, 200 questions), ``memory_recall_deep``:
+On by default; ``[palace] context_vectors = false``
+(``TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS=0``) turns it off. The dreamer finds restatements
+by cosine (>= 0.95), and two restatements written after different predecessors have mixes
+below that, so the store keeps a mixed drawer's own vector beside the mix (``Mixed``,
+``drawers.own_vector``) and the dreamer compares those. Measured through the product
+(``bench/locomo.py`` with no ``embed_text``, first 3 conversations, 495 questions;
+``bench/eng_notes.py``, 200 questions), ``memory_recall_deep``:
 
 =========================================  ======================  =====================
 rule                                       LoCoMo turn R@10 /      eng notes R@1 / R@5 /
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,6 +75,19 @@ def context_of(previous: Written | None, drawer: Written, window_s: float) -> st
     if previous is None or not same_episode(previous, drawer, window_s):
         return None
     return previous.text if previous.text.strip() else None
+
+
+class Mixed(NamedTuple):
+    """A remember's two vectors: the mix the index holds, and the drawer's own.
+
+    The store keeps the own vector beside the mix (``drawers.own_vector``) because the
+    dreamer compares drawers by what they say, not by what came before them: two
+    restatements written after different predecessors have mixes that fall below its 0.95
+    cosine, and their own vectors do not.
+    """
+
+    vector: np.ndarray  # own + CONTEXT_WEIGHT * predecessor, unit length
+    own: np.ndarray
 
 
 def mix(own: np.ndarray, previous: np.ndarray, weight: float = CONTEXT_WEIGHT) -> np.ndarray:

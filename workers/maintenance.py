@@ -65,12 +65,16 @@ HIT_CAP = 0.3
 SECONDS_PER_DAY = 86_400.0
 CHANGE_EPSILON = 1e-4  # smaller importance changes are not written (nor counted)
 ARCHIVE_LIMIT_MAX = 1000
+# How far below the dedup threshold an index neighbour may lie and still be compared by
+# its own vector: own . mix of a restatement is (cos + w cos_p) / sqrt(1 + w^2 + 2 w cos_p)
+# for predecessor cosines cos_p, about 0.85 x cos at w = 0.5 and cos_p = 0.
+CONTEXT_MARGIN = 0.15
 
 Embed = Callable[[list[str]], np.ndarray]
 
 _DRAWER_COLUMNS = (
     "label, id, content, room, tags, importance, base_importance, created_at, hits,"
-    " content_hash, vector, metadata, decay_from"
+    " content_hash, vector, metadata, decay_from, own_vector"
 )
 
 
@@ -138,13 +142,16 @@ class Row:
     vector: bytes
     metadata: str | None
     decay_from: str | None
+    own_vector: bytes | None = None  # NULL: ``vector`` is the drawer's own
 
     @property
     def base(self) -> float:
         return self.importance if self.base_importance is None else self.base_importance
 
     def unit(self, dim: int) -> np.ndarray:
-        return np.frombuffer(self.vector, dtype="<f4", count=dim)
+        """The drawer's own vector: what it says, without its episode's context."""
+        own = self.vector if self.own_vector is None else self.own_vector
+        return np.frombuffer(own, dtype="<f4", count=dim)
 
 
 def _rows(conn: sqlite3.Connection, where: str, args: Iterable[object]) -> list[Row]:
@@ -218,9 +225,12 @@ def log_update(conn: sqlite3.Connection, label: int) -> None:
 def scan_duplicates(store: PalaceStore, params: p.DreamScanParams) -> p.DreamScanResult:
     """Duplicate pairs among one page of drawers (by label) and the whole palace.
 
-    Near duplicates come from the HNSW index (``neighbours`` nearest, unfiltered, then the
-    same-room/metadata rule, then ``same_fact``): cheap, approximate, and the merge
-    re-checks every pair exactly. Pairs that pass all but ``same_fact`` come back as
+    Near duplicates come from the HNSW index (``neighbours`` nearest, unfiltered), then the
+    same-room/metadata rule, the cosine of the two drawers' own vectors, then
+    ``same_fact``; the merge re-checks every pair. The index holds context mixes
+    (``workers/context.py``) where the writer made them, so it only proposes: a
+    restatement's mix lies up to ``CONTEXT_MARGIN`` below the threshold from the other's
+    own vector, and the own vectors decide. Pairs that pass all but ``same_fact`` come back as
     ``distinct``, with the reason. Exact duplicates come from the content-hash index.
     """
     limit = _check_limit(params.limit, 5000)
@@ -234,7 +244,8 @@ def scan_duplicates(store: PalaceStore, params: p.DreamScanParams) -> p.DreamSca
     for row in page:
         hits = store.index.search(row.unit(store.dim), k)
         neighbours[row.label] = [(label, s) for label, s in hits if label != row.label]
-    wanted = {label for found in neighbours.values() for label, s in found if s >= threshold}
+    floor = threshold - CONTEXT_MARGIN
+    wanted = {label for found in neighbours.values() for label, s in found if s >= floor}
     others = {
         r.label: r
         for r in _rows(
@@ -242,9 +253,14 @@ def scan_duplicates(store: PalaceStore, params: p.DreamScanParams) -> p.DreamSca
         )
     }
     for row in page:
-        for label, similarity in neighbours[row.label]:
+        for label, _ in neighbours[row.label]:
             other = others.get(label)
-            if other is None or similarity < threshold or not _mergeable(row, other):
+            if other is None or not _mergeable(row, other):
+                continue
+            similarity = (
+                1.0 if row.content_hash == other.content_hash else _cosine(row, other, store)
+            )
+            if similarity < threshold:
                 continue
             exact = row.content_hash == other.content_hash
             first, second = sorted((row, other), key=lambda r: r.id)  # the reason reads a vs b
@@ -503,8 +519,8 @@ def _archive(
     now = v.now_rfc3339()
     conn.execute(
         "INSERT OR REPLACE INTO archive (id, content, room, tags, importance, base_importance,"
-        " created_at, hits, content_hash, vector, metadata, archived_at, reason, merged_into)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at, hits, content_hash, vector, metadata, archived_at, reason, merged_into,"
+        " own_vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             row.id,
             row.content,
@@ -520,6 +536,7 @@ def _archive(
             now,
             reason,
             merged_into,
+            row.own_vector,
         ),
     )
     if delete:
@@ -708,7 +725,7 @@ def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
     with store._transaction() as conn:
         row = conn.execute(
             "SELECT id, content, room, tags, importance, base_importance, created_at, hits,"
-            " content_hash, vector, metadata FROM archive WHERE id = ?",
+            " content_hash, vector, metadata, own_vector FROM archive WHERE id = ?",
             (drawer_id,),
         ).fetchone()
         if row is None:
@@ -721,8 +738,8 @@ def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
         now = v.now_rfc3339()
         label = conn.execute(
             "INSERT INTO drawers (id, content, room, tags, importance, base_importance,"
-            " created_at, hits, content_hash, vector, metadata, decay_from)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_at, hits, content_hash, vector, metadata, own_vector, decay_from)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (*row[:4], base, base, *row[6:], now),
         ).lastrowid
         tags = json.loads(row[3])

@@ -39,6 +39,10 @@ from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
 REOPEN_EVERY_S = 2.0  # a palace that could not be opened is tried again at most this often
 
+# A batch's vectors by request id: a recall's query vector, or a remember's (its
+# ``context.Mixed`` pair when the writer mixed in its episode predecessor).
+Vectors = dict[str, "np.ndarray | context.Mixed"]
+
 
 class Embedder:
     """Palace workers reach the embedder pool through the broker, like any client."""
@@ -171,7 +175,7 @@ class PalaceWorker(Worker):
     def before_batch(self, work: list[tuple[Job, Any]]) -> None:
         """Called with the batch's valid requests before anything runs (readers catch up)."""
 
-    def run_batch(self, work: list[tuple[Job, Any]], vectors: dict[str, np.ndarray]):
+    def run_batch(self, work: list[tuple[Job, Any]], vectors: Vectors):
         return [self.reply(job, lambda j=job, pr=params: self.execute(j, pr, vectors))
                 for job, params in work]  # fmt: skip
 
@@ -205,7 +209,7 @@ class PalaceWorker(Worker):
         order (the writer adds episode context: ``workers/context.py``)."""
         return [(params.embed_text or params.text, None) for params in remembers]
 
-    def embed_all(self, work) -> tuple[dict[str, np.ndarray], dict[str, p.TrustyError]]:
+    def embed_all(self, work) -> tuple[Vectors, dict[str, p.TrustyError]]:
         remembers = [params for job, params in work if job.request.method == "memory_remember"]
         inputs = iter(self.remember_inputs(remembers) if remembers else [])
         needs = [
@@ -228,11 +232,11 @@ class PalaceWorker(Worker):
         for rid, (text, ctx) in needs:
             vec = block[row[text]]
             if ctx is not None:
-                vec = context.mix(vec, block[row[ctx]])
+                vec = context.Mixed(context.mix(vec, block[row[ctx]]), vec)
             vectors[rid] = vec
         return vectors, {}
 
-    def execute(self, job: Job, params, vectors: dict[str, np.ndarray]):
+    def execute(self, job: Job, params, vectors: Vectors):
         method = job.request.method
         if method in ("memory_recall", "memory_recall_deep"):
             hits = self.store.recall(

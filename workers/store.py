@@ -54,7 +54,7 @@ from trusty_memory.protocol import (
     StoredResult,
     TrustyError,
 )
-from trusty_memory.workers import maintenance
+from trusty_memory.workers import context, maintenance
 from trusty_memory.workers import store_values as v
 from trusty_memory.workers.index import VectorIndex
 from trusty_memory.workers.store_read import (
@@ -104,6 +104,7 @@ class _NewDrawer:
     created_at: str
     vector: np.ndarray
     metadata: str | None
+    own_vector: np.ndarray | None = None  # its own text's vector, when ``vector`` is a mix
 
 
 class PalaceStore(ReadStore):
@@ -185,6 +186,11 @@ class PalaceStore(ReadStore):
         return _WriteTxn(self)
 
     def _prepare(self, params: RememberParams, vector: object) -> _NewDrawer:
+        """``vector`` is the model's vector, or a ``context.Mixed`` pair (the index's mix
+        and the drawer's own vector, both kept)."""
+        own = None
+        if isinstance(vector, context.Mixed):
+            vector, own = vector.vector, v.unit_vector(vector.own, self.dim)
         text = v.check_text(params.text, self.settings.max_text_bytes)
         metadata = None
         if params.metadata is not None:
@@ -200,6 +206,7 @@ class PalaceStore(ReadStore):
             created_at=v.check_created_at(params.created_at),
             vector=v.unit_vector(vector, self.dim),
             metadata=metadata,
+            own_vector=own,
         )
 
     def validate_remember(self, params: RememberParams, vector: object) -> None:
@@ -245,7 +252,8 @@ class PalaceStore(ReadStore):
                 known.add(d.id)
                 label = conn.execute(
                     "INSERT INTO drawers (id, content, room, tags, importance, created_at,"
-                    " content_hash, vector, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " content_hash, vector, metadata, own_vector)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         d.id,
                         d.content,
@@ -256,6 +264,7 @@ class PalaceStore(ReadStore):
                         content_hash,
                         d.vector.astype("<f4").tobytes(),
                         d.metadata,
+                        None if d.own_vector is None else d.own_vector.astype("<f4").tobytes(),
                     ),
                 ).lastrowid
                 conn.executemany(

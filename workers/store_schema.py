@@ -150,7 +150,23 @@ def _v2_dreamer(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_initial, _v2_dreamer]
+def _v3_own_vectors(db: sqlite_utils.Database) -> None:
+    """``own_vector``: a drawer's own text's vector, kept beside ``vector`` when that is a
+    context mix (``workers/context.py``); NULL when ``vector`` is already its own.
+
+    The index and recall use ``vector``; the dreamer compares ``coalesce(own_vector,
+    vector)``, so restatements written after different predecessors still look alike.
+    The archive keeps it too, so a restored drawer is compared as before.
+    """
+    db.execute("ALTER TABLE drawers ADD COLUMN own_vector BLOB")
+    db.execute("ALTER TABLE archive ADD COLUMN own_vector BLOB")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1_initial,
+    _v2_dreamer,
+    _v3_own_vectors,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

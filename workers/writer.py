@@ -21,7 +21,7 @@ from trusty_memory.workers import bulk, context, maintenance, retrieval
 from trusty_memory.workers import store_values as v
 from trusty_memory.workers.base import Job, Reply
 from trusty_memory.workers.embedding import DIM
-from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker
+from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker, Vectors
 from trusty_memory.workers.store import PalaceStore
 
 
@@ -55,9 +55,9 @@ class PalaceWriter(PalaceWorker):
             previous = drawer
         return out
 
-    def run_batch(self, work: list[tuple[Job, Any]], vectors: dict[str, np.ndarray]):
+    def run_batch(self, work: list[tuple[Job, Any]], vectors: Vectors):
         replies: list[Reply] = []
-        remembers: list[tuple[Job, p.RememberParams, np.ndarray]] = []
+        remembers: list[tuple[Job, p.RememberParams, np.ndarray | context.Mixed]] = []
         for job, params in work:
             if job.request.method == "memory_remember":
                 remembers.append((job, params, vectors[job.request.id]))

@@ -82,6 +82,8 @@ def test_round_trip_is_exact(client, daemon, tmp_path):
             metadata={"speaker": "bob"},
         ).drawer_id,
         client.remember("src", "Postgres 16 is the primary database.", tags=["db"]).drawer_id,
+        # Right after the previous one in its room: a context-mixed vector and its own.
+        client.remember("src", "It replaced MySQL last spring.", tags=["db"]).drawer_id,
     ]
     client.recall("src", "how are tokens validated?")  # hits are exported too
     client.kg_assert("src", "alice", "works_on", "billing", provenance="standup")
@@ -92,12 +94,13 @@ def test_round_trip_is_exact(client, daemon, tmp_path):
 
     done = cli(daemon, "import", "dst", str(exported))
     assert done.returncode == 0, done.stderr
-    assert b"imported 3" in done.stdout
+    assert b"imported 4" in done.stdout
     again = tmp_path / "dst.jsonl"
     assert cli(daemon, "export", "dst", "-o", str(again)).returncode == 0
 
     src, dst = records(exported), records(again)
     assert src == dst  # content, room, tags, importance, created_at, hits, metadata, vectors
+    assert [r["drawer_id"] for r in src if "own_vector" in r] == ids[3:]
     assert {r["drawer_id"] for r in src if r["type"] == "drawer"} == set(ids)
     triples = [r for r in dst if r["type"] == "triple"]
     assert [(t["object"], t["valid_to"] is None) for t in triples] == [

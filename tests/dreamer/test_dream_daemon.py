@@ -223,9 +223,11 @@ def test_notes_that_differ_in_a_fact_are_never_merged(client, daemon):
     assert live[ids[twin_a]] == twin_b  # the survivor (the older) takes the newest wording
     hits = client.recall("facts", "What is the API rate limit?", top_k=2).results
     assert {h.content for h in hits} == set(DIFFERENT_FACTS[0])
-    # The survivor's vector followed its new text: that text finds it at cosine ~1.
+    # The survivor's vector followed its new text: that text finds it at cosine ~1 (the
+    # row it took holds twin_b's vector mixed with its predecessor's, twin_a's: 0.999;
+    # twin_a's own vector alone is at 0.990).
     [hit] = client.recall("facts", twin_b, top_k=1).results
-    assert hit.drawer_id == ids[twin_a] and hit.score > 0.999
+    assert hit.drawer_id == ids[twin_a] and hit.score > 0.995
     assert_consistent(client, daemon.config, "facts")
 
     # The merged drawer comes back as it was; the survivor keeps what it got.

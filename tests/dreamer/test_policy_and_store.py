@@ -19,6 +19,7 @@ import pytest
 from trusty_memory import protocol as p
 from trusty_memory.config import PalaceSettings
 from trusty_memory.dreamer.planner import group_pairs
+from trusty_memory.workers import context
 from trusty_memory.workers import maintenance as m
 from trusty_memory.workers.store import PalaceStore
 from trusty_memory.workers.store_read import ReadStore
@@ -191,6 +192,38 @@ def test_near_duplicates_merge_into_the_most_important(store):
     assert (
         err.value.code == p.ErrorCode.DRAWER_NOT_FOUND and f"merged into {b}" in err.value.message
     )
+
+
+def test_restatements_with_context_mixed_vectors_are_compared_by_their_own(store):
+    """The index holds context mixes (``workers/context.py``): two restatements written
+    after different predecessors have mixes well below the threshold; their own vectors
+    decide, and both the merge and the archive keep each drawer's own vector."""
+    base = unit("port")
+    own_b = near(base, 0.97, "b")
+    mix_a = context.mix(base, unit("standup chatter"))
+    mix_b = context.mix(own_b, unit("lunch plans"))
+    assert float(mix_a @ mix_b) < 0.9 and float(base @ mix_b) < 0.95  # the index alone: no pair
+    a = put(store, "billing listens on port 8081", context.Mixed(mix_a, base), importance=0.9)
+    b = put(store, "Billing listens on port 8081 now.", context.Mixed(mix_b, own_b))
+    own_c = near(base, 0.9, "c")  # mixed with a's text, it comes close; its own is not
+    lone = put(store, "unrelated", context.Mixed(context.mix(own_c, base), own_c))
+    [(vector, own)] = rows(store, "SELECT vector, own_vector FROM drawers WHERE id = ?", b)
+    assert np.allclose(np.frombuffer(vector, "<f4"), mix_b) and np.allclose(
+        np.frombuffer(own, "<f4"), own_b
+    )
+    scan = m.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    assert [(x.a, x.b, round(x.similarity, 2)) for x in scan.pairs] == [(*sorted((a, b)), 0.97)]
+    assert lone not in {x.a for x in scan.distinct} | {x.b for x in scan.distinct}
+    result = merge(store, [[a, b]])
+    assert [(x.keep, x.merged) for x in result.actions] == [(a, [b])]
+    [(archived_own,)] = rows(store, "SELECT own_vector FROM archive WHERE id = ?", b)
+    assert archived_own == own
+    m.archive_restore(store, b)
+    [(restored_vector, restored_own)] = rows(
+        store, "SELECT vector, own_vector FROM drawers WHERE id = ?", b
+    )
+    assert (restored_vector, restored_own) == (vector, own)
+    assert_in_step(store)
 
 
 def test_a_failing_merge_leaves_no_half_merged_drawer(store, monkeypatch):

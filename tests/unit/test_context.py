@@ -92,12 +92,12 @@ def test_the_switch_turns_it_off():
 def test_switch_default_and_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("TRUSTY_MEMORY_HOME", str(tmp_path))
     monkeypatch.delenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS", raising=False)
-    assert load_config().palace.context_vectors is False  # see workers/context.py
-    monkeypatch.setenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS", "1")
-    assert load_config().palace.context_vectors is True
+    assert load_config().palace.context_vectors is True  # see workers/context.py
+    monkeypatch.setenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS", "0")
+    assert load_config().palace.context_vectors is False
     monkeypatch.delenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS")
-    (tmp_path / "config.toml").write_text("[palace]\ncontext_vectors = true\n")
-    assert load_config().palace.context_vectors is True
+    (tmp_path / "config.toml").write_text("[palace]\ncontext_vectors = false\n")
+    assert load_config().palace.context_vectors is False
 
 
 class FakeEmbedder:
@@ -129,6 +129,10 @@ def test_embed_all_mixes_the_context_vector_and_embeds_each_text_once(on):
     [texts] = embedder.calls
     assert texts == ["an answer", "a question"]  # the context text is embedded once
     own, ctx = embedder.encode(["an answer", "a question"])
-    want = context.mix(own, ctx) if on else own
-    np.testing.assert_allclose(vectors["r1"], want, atol=1e-6)
+    if on:  # the mix for the index, and the drawer's own vector for the dreamer
+        assert isinstance(vectors["r1"], context.Mixed)
+        np.testing.assert_allclose(vectors["r1"].vector, context.mix(own, ctx), atol=1e-6)
+        np.testing.assert_allclose(vectors["r1"].own, own, atol=1e-6)
+    else:
+        np.testing.assert_allclose(vectors["r1"], own, atol=1e-6)
     np.testing.assert_allclose(vectors["r2"], ctx, atol=1e-6)
