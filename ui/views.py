@@ -32,6 +32,9 @@ ARCHIVE_PAGE = 50
 EPISODE_WINDOW_S = 1800.0
 EPISODE_SCAN = 1000  # drawers of the room looked at for a drawer's neighbours
 KG_SCAN_PAGES = 20  # palace_export pages (500 triples each) read for a subject's history
+# palace_info starts the writer of a palace that has none: the palaces page asks a few at a
+# time, so a home of many idle palaces does not wake them all at once.
+INFO_CONCURRENCY = 4
 
 
 # -- palaces ------------------------------------------------------------------------------
@@ -56,9 +59,17 @@ async def palaces(client: AsyncClient) -> list[PalaceRow]:
     status = await client.call("status")
     services = {s["name"]: s for s in status["services"]}
     names = (await client.call("palace_list"))["palaces"]
-    infos = await asyncio.gather(*(_info(client, n) for n in names), return_exceptions=True)
+    gate = asyncio.Semaphore(INFO_CONCURRENCY)
+
+    async def info_of(name: str) -> p.PalaceInfo:
+        async with gate:
+            return await _info(client, name)
+
+    infos = await asyncio.gather(*(info_of(n) for n in names), return_exceptions=True)
     rows = []
     for name, info in zip(names, infos, strict=True):
+        if isinstance(info, BaseException) and not isinstance(info, p.TrustyError):
+            raise info  # a palace's error shows in its row; anything else is a bug
         service = services.get(p.palace_service(name), {})
         row = PalaceRow(
             name=name,
@@ -67,7 +78,7 @@ async def palaces(client: AsyncClient) -> list[PalaceRow]:
             workers=service.get("workers", []),
             queued=service.get("queued", 0),
             idle_s=service.get("idle_s"),
-            error=str(info) if isinstance(info, BaseException) else "",
+            error=info.message if isinstance(info, p.TrustyError) else "",
         )
         if row.info is not None:
             row.size_bytes = dir_size(row.info.data_dir)
