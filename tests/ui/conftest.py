@@ -43,6 +43,12 @@ NOTES = [
     ("Use ruff for linting and formatting the Python code.", "code", ["tooling"]),
 ]  # fmt: skip
 OLD_NOTE = "A note from long ago about the retired build server in the basement."
+# Near-duplicates as MiniLM sees them (cosine > 0.95, the same fact): the dreamer merges them.
+TWINS = (
+    "The staging database runs PostgreSQL 15 on port 5433.",
+    "the staging database runs PostgreSQL 15 on port 5433",
+)
+MANY = 25  # drawers of palace "many": more than two pages of search results
 
 
 @dataclass
@@ -93,6 +99,11 @@ def ui(ui_daemon: Daemon) -> Iterator[Ui]:
         client.palace_create("attic")
         client.remember("attic", "A note written today about the release checklist.")
         old = client.remember("attic", OLD_NOTE, created_at="2021-03-01T10:00:00Z")
+        for text in TWINS:
+            client.remember("attic", text)
+        client.palace_create("many")
+        for i in range(MANY):
+            client.remember("many", f"Service number {i} writes its logs to /var/log/svc{i}.log")
         client.kg_assert("project", "staging database", "runs", "PostgreSQL 14")
         client.kg_assert("project", "staging database", "runs", "PostgreSQL 15")
         client.kg_assert("project", "staging database", "listens on", "port 5433")

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from tests.ui.conftest import NOTES, OLD_NOTE, Ui, screenshot
+from tests.ui.conftest import MANY, NOTES, OLD_NOTE, TWINS, Ui, screenshot
 from trusty_memory.client.sync import Client
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -46,11 +46,24 @@ def test_filters_and_paging(page, ui: Ui):
     page.goto(ui.url("/palace/project?q=notes&until=2022-01-01"))
     expect(page.locator("#column-deep .hit").first).to_contain_text("retired build server")
     assert page.locator("#column-deep .hit").count() == 1
-    # Page 2 of an unfiltered search: the next page of one column only.
     page.goto(ui.url("/palace/project?q=notes"))
-    first_page = page.locator("#column-recall .hit").all_inner_texts()
-    assert len(first_page) == len(NOTES) + 1  # fewer than a page: no next page
-    expect(page.locator("#column-recall .more")).to_have_count(0)
+    assert page.locator("#column-recall .hit").count() == len(NOTES) + 1
+    expect(page.locator("#column-recall .more")).to_have_count(0)  # one page: no next
+
+    # The next page of one column only: the other keeps its first page.
+    page.goto(ui.url("/palace/many?q=where+do+services+write+their+logs"))
+    first = page.locator("#column-recall .hit").all_inner_texts()
+    deep = page.locator("#column-deep .hit").all_inner_texts()
+    assert len(first) == len(deep) == 10
+    page.click("#column-recall .more")
+    expect(page.locator("#column-recall h2")).to_contain_text("page 2")
+    second = page.locator("#column-recall .hit").all_inner_texts()
+    assert len(second) == 10 and not set(first) & set(second)
+    assert page.locator("#column-deep .hit").all_inner_texts() == deep
+    page.click("#column-recall .more")
+    expect(page.locator("#column-recall h2")).to_contain_text("page 3")
+    third = page.locator("#column-recall .hit").all_inner_texts()
+    assert len(third) == MANY - 20 and not set(third) & (set(first) | set(second))
 
 
 def test_drawer_page_shows_every_field_and_its_episode(page, ui: Ui):
@@ -89,16 +102,27 @@ def test_dream_plan_then_apply_then_restore_from_the_archive(page, ui: Ui):
         page.click("#plan-button")
         action = page.locator("#dream-plan tr", has_text=ui.old_drawer[:8])
         expect(action).to_contain_text("archive", timeout=120_000)
+        expect(page.locator("#dream-plan tr", has_text="merge")).to_have_count(1)
         assert client.palace_info("attic").archived_count == 0  # a plan changes nothing
         screenshot(page, "dreamer-plan")
 
         page.once("dialog", lambda dialog: dialog.accept())
         page.click("#apply-button")
-        expect(page.locator("#dream-applied .summary")).to_contain_text(
-            re.compile(r"archived 1\b"), timeout=120_000
-        )
+        summary = page.locator("#dream-applied .summary")
+        expect(summary).to_contain_text(re.compile(r"Merged 1, .*archived 1\b"), timeout=120_000)
         info = client.palace_info("attic")
-        assert info.archived_count == 1 and info.drawer_count == 1 and info.last_dream_at
+        assert info.archived_count == 2 and info.drawer_count == 2 and info.last_dream_at
+        page.goto(ui.url("/dreamer"))
+        expect(page.locator("#passes tr", has_text="attic")).to_contain_text(info.last_dream_at)
+
+        # The survivor's page names the drawer merged into it; that one's page says where.
+        merged = client.call("archive_list", {"reason": "merged"}, palace="attic")["drawers"]
+        [twin] = merged
+        assert twin["content"] in TWINS
+        page.goto(ui.url(f"/palace/attic/drawer/{twin['merged_into']}"))
+        expect(page.locator("#merged-here")).to_contain_text(twin["drawer_id"])
+        page.goto(ui.url(f"/palace/attic/drawer/{twin['drawer_id']}"))
+        expect(page.locator("main")).to_contain_text(f"merged into {twin['merged_into']}")
 
         page.goto(ui.url("/palace/attic/archive"))
         row = page.locator(f"#archived-{ui.old_drawer}")
@@ -107,7 +131,7 @@ def test_dream_plan_then_apply_then_restore_from_the_archive(page, ui: Ui):
         row.locator("button.restore").click()
         expect(page.locator(f"#archived-{ui.old_drawer}.restored")).to_contain_text("Restored")
         info = client.palace_info("attic")
-        assert info.archived_count == 0 and info.drawer_count == 2
+        assert info.archived_count == 1 and info.drawer_count == 3
         hits = client.recall("attic", "retired build server", top_k=1).results
         assert hits[0].drawer_id == ui.old_drawer
 

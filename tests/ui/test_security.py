@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tests.ui.conftest import Ui
+import subprocess
+import sys
+from urllib.parse import urlsplit
+
+from tests.ui.conftest import URL_LINE, Ui
 from trusty_memory.client.sync import Client
 from trusty_memory.ui.security import COOKIE, csrf_for
 
@@ -52,7 +56,7 @@ def test_forged_posts_are_refused_and_change_nothing(ui: Ui):
     assert status == 403
     with Client(ui.daemon.config, autostart=False) as client:
         info = client.palace_info("attic")
-    assert info.last_dream_at is None and info.drawer_count == 2
+    assert info.last_dream_at is None and info.archived_count == 0
     # The same request with the token and the CSRF header goes through (the refusals
     # above are about what they lack): a plan, which changes nothing either.
     status, text = ui.request("POST", "/dreamer/plan", headers=good, body=body)
@@ -69,3 +73,31 @@ def test_bad_input_is_a_clear_error_and_the_page_keeps_serving(ui: Ui):
     assert status in (400, 404)
     status, body = ui.request("GET", "/", headers=cookie)
     assert status == 200
+
+
+def test_a_non_loopback_address_needs_allow_remote_which_warns(ui_daemon):
+    command = [sys.executable, "-m", "trusty_memory.cli", "ui", "--host", "0.0.0.0", "--port", "0"]
+    refused = subprocess.run(command, env=ui_daemon.env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "not a loopback address" in refused.stderr and "--allow-remote" in refused.stderr
+
+    proc = subprocess.Popen(
+        [*command, "--allow-remote"],
+        env=ui_daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        warning = proc.stderr.readline()
+        assert "WARNING" in warning and "every memory" in warning, warning
+        url = urlsplit(URL_LINE.search(proc.stdout.readline()).group(1))
+        token = url.query.removeprefix("token=")
+        remote = Ui(f"http://127.0.0.1:{url.port}", token, ui_daemon, proc, "")
+        # Any host name now (it is reachable from elsewhere), still only with the token.
+        headers = {"Host": f"box.example:{url.port}", "Cookie": f"{COOKIE}={token}"}
+        assert remote.request("GET", "/", headers=headers)[0] == 200
+        assert remote.request("GET", "/", headers={"Host": "box.example"})[0] == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
