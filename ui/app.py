@@ -141,7 +141,9 @@ class Pages:
         palace = self.palace_of(request)
         subject = request.query_params.get("subject", "").strip()
         line = await views.timeline(self.client, palace, subject) if subject else None
-        return self.render(request, "kg.html", palace=palace, subject=subject, timeline=line)
+        known = [] if subject else await views.subjects(self.client, palace)
+        context = {"palace": palace, "subject": subject, "timeline": line, "subjects": known}
+        return self.render(request, "kg.html", **context)
 
     async def archive(self, request: Request) -> Response:
         palace = self.palace_of(request)

@@ -320,7 +320,8 @@ class Timeline:
 
 
 async def timeline(client: AsyncClient, palace: str, subject: str) -> Timeline:
-    """A subject's facts over time. ``kg_query`` answers the current ones; the closed ones
+    """A subject's facts over time (the subject as asserted: matched exactly, as
+    ``kg_query`` matches it). ``kg_query`` answers the current ones; the closed ones
     come from the palace's triples as ``palace_export`` pages them (there is no history
     query yet), read up to ``KG_SCAN_PAGES`` pages."""
     data = await client.call("kg_query", {"subject": subject}, palace=palace)
@@ -330,7 +331,7 @@ async def timeline(client: AsyncClient, palace: str, subject: str) -> Timeline:
     for _ in range(KG_SCAN_PAGES):
         params = {"kind": "triples", "after": after, "limit": 500, "vectors": False}
         page = p.convert(await client.call("palace_export", params, palace=palace), p.ExportResult)
-        facts += [t for t in page.triples if t.subject.casefold() == subject.casefold()]
+        facts += [t for t in page.triples if t.subject == subject]
         if page.next_after is None:
             break
         after = page.next_after
@@ -338,8 +339,15 @@ async def timeline(client: AsyncClient, palace: str, subject: str) -> Timeline:
         complete = False
     known = {_triple_key(t) for t in facts}
     facts += [t for t in current if _triple_key(t) not in known]
-    facts.sort(key=lambda t: (t.valid_from, t.valid_to or "~"))
+    facts.sort(key=lambda t: t.valid_from)  # stable: assertion order within one second
     return Timeline(subject=subject, current=current, facts=facts, complete=complete)
+
+
+async def subjects(client: AsyncClient, palace: str, limit: int = 60) -> list[str]:
+    """Some subjects to pick from: those of the palace's first 500 triples."""
+    params = {"kind": "triples", "after": 0, "limit": 500, "vectors": False}
+    page = p.convert(await client.call("palace_export", params, palace=palace), p.ExportResult)
+    return list(dict.fromkeys(t.subject for t in page.triples))[:limit]
 
 
 def _triple_key(t: p.Triple) -> tuple:

@@ -85,8 +85,8 @@ def test_drawer_page_shows_every_field_and_its_episode(page, ui: Ui):
 
 def test_kg_timeline_shows_current_and_closed_facts(page, ui: Ui):
     page.goto(ui.url("/palace/project/kg"))
-    page.fill("input[name=subject]", "staging database")
-    page.click("#kg-form button")
+    page.click("#subjects a:text-is('staging database')")
+    expect(page.locator("input[name=subject]")).to_have_value("staging database")
     facts = page.locator("#timeline .fact")
     expect(facts).to_have_count(3)
     expect(page.locator("#timeline .fact.closed")).to_contain_text("PostgreSQL 14")
