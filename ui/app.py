@@ -213,7 +213,7 @@ def _int(value: str | None, default: int) -> int:
 
 
 def build_app(
-    config: Config, token: str, *, allow_remote: bool = False, host: str = "127.0.0.1"
+    config: Config, token: str, *, port: int, allow_remote: bool = False, host: str = "127.0.0.1"
 ) -> Starlette:
     pages = Pages(config, token)
 
@@ -239,5 +239,5 @@ def build_app(
         Route("/daemon", guarded(pages.daemon)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    middleware = [Middleware(Guard, token=token, allow_remote=allow_remote, host=host)]
+    middleware = [Middleware(Guard, token=token, port=port, allow_remote=allow_remote, host=host)]
     return Starlette(routes=routes, middleware=middleware, lifespan=pages.lifespan)

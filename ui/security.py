@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-COOKIE = "trusty_memory_ui"
+COOKIE_PREFIX = "trusty_memory_ui_"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -35,6 +35,12 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 def new_token() -> str:
     """32 random bytes, URL-safe: what goes in the printed URL."""
     return secrets.token_urlsafe(32)
+
+
+def cookie_name(port: int) -> str:
+    """Per port: browsers send a host's cookies to all its ports, and two pages (two homes)
+    on one host must not overwrite each other's."""
+    return f"{COOKIE_PREFIX}{port}"
 
 
 def csrf_for(token: str) -> str:
@@ -57,10 +63,17 @@ class Guard:
     """ASGI middleware: host check, token check, CSRF check, in that order."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str, allow_remote: bool = False, host: str = "127.0.0.1"
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        port: int,
+        allow_remote: bool = False,
+        host: str = "127.0.0.1",
     ) -> None:
         self.app = app
         self.token = token
+        self.cookie = cookie_name(port)
         self.csrf = csrf_for(token)
         self.allow_remote = allow_remote
         self.hosts = LOOPBACK_HOSTS | {host}  # the address bound, e.g. 127.0.0.2
@@ -80,7 +93,7 @@ class Guard:
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -90,7 +103,7 @@ class Guard:
         host = _host_name(request.headers.get("host", ""))
         if not self.allow_remote and host not in self.hosts:
             return _forbidden(f"host {host!r} is not a loopback name (start with --allow-remote)")
-        given = request.query_params.get("token") or request.cookies.get(COOKIE)
+        given = request.query_params.get("token") or request.cookies.get(self.cookie)
         if not _same(given, self.token):
             return _forbidden(
                 "missing or wrong token: open the URL `trusty-memory ui` printed at start"

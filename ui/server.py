@@ -76,7 +76,8 @@ def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
         )
     token = new_token()
     config = load_config()
-    app = build_app(config, token, allow_remote=allow_remote, host=sock.getsockname()[0])
+    host, port = sock.getsockname()[:2]
+    app = build_app(config, token, port=port, allow_remote=allow_remote, host=host)
     print(f"trusty-memory ui: {url_of(sock, token)}", flush=True)
     log.info("ui serving", address=sock.getsockname()[:2], home=str(config.home))
     server = uvicorn.Server(

@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import Daemon, _short_tmp
 from trusty_memory.client.sync import Client
+from trusty_memory.ui.security import cookie_name
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags chromium keeps calling home on a closed network.
@@ -60,6 +61,10 @@ class Ui:
     daemon: Daemon
     proc: subprocess.Popen
     old_drawer: str  # in palace "attic": the dreamer's to prune
+
+    @property
+    def cookie(self) -> str:
+        return cookie_name(urlsplit(self.base).port)
 
     def url(self, path: str = "/") -> str:
         return self.base + path

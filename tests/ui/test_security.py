@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from tests.ui.conftest import URL_LINE, Ui
 from trusty_memory.client.sync import Client
-from trusty_memory.ui.security import COOKIE, csrf_for
+from trusty_memory.ui.security import cookie_name, csrf_for
 
 
 def test_no_token_or_a_wrong_one_gets_403(ui: Ui):
@@ -16,7 +16,7 @@ def test_no_token_or_a_wrong_one_gets_403(ui: Ui):
     assert status == 403 and "token" in body
     status, body = ui.request("GET", "/?token=not-the-token")
     assert status == 403 and "wrong token" in body
-    status, _ = ui.request("GET", "/", headers={"Cookie": f"{COOKIE}=not-the-token"})
+    status, _ = ui.request("GET", "/", headers={"Cookie": f"{ui.cookie}=not-the-token"})
     assert status == 403
     status, _ = ui.request("GET", "/static/htmx.min.js")
     assert status == 403  # everything, not just the pages
@@ -25,20 +25,23 @@ def test_no_token_or_a_wrong_one_gets_403(ui: Ui):
 def test_the_printed_url_sets_the_cookie_and_drops_the_token(ui: Ui):
     status, _ = ui.request("GET", f"/palace/project?q=x&token={ui.token}")
     assert status == 303
-    status, body = ui.request("GET", "/", headers={"Cookie": f"{COOKIE}={ui.token}"})
+    status, body = ui.request("GET", "/", headers={"Cookie": f"{ui.cookie}={ui.token}"})
     assert status == 200 and 'data-palace="project"' in body
 
 
 def test_a_foreign_host_name_gets_403(ui: Ui):
     # DNS rebinding: a page on evil.example whose name now points at 127.0.0.1.
-    headers = {"Host": "evil.example:80", "Cookie": f"{COOKIE}={ui.token}"}
+    headers = {"Host": "evil.example:80", "Cookie": f"{ui.cookie}={ui.token}"}
     status, body = ui.request("GET", "/", headers=headers)
     assert status == 403 and "loopback" in body
 
 
 def test_forged_posts_are_refused_and_change_nothing(ui: Ui):
     """A change needs the CSRF header; a page elsewhere cannot send it, nor the token."""
-    cookie = {"Cookie": f"{COOKIE}={ui.token}", "Content-Type": "application/x-www-form-urlencoded"}
+    cookie = {
+        "Cookie": f"{ui.cookie}={ui.token}",
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
     body = "palace=attic"
     for extra in ({}, {"X-CSRF-Token": "forged"}, {"X-CSRF-Token": csrf_for("another token")}):
         status, text = ui.request("POST", "/dreamer/apply", headers={**cookie, **extra}, body=body)
@@ -64,7 +67,7 @@ def test_forged_posts_are_refused_and_change_nothing(ui: Ui):
 
 
 def test_bad_input_is_a_clear_error_and_the_page_keeps_serving(ui: Ui):
-    cookie = {"Cookie": f"{COOKIE}={ui.token}"}
+    cookie = {"Cookie": f"{ui.cookie}={ui.token}"}
     status, body = ui.request("GET", "/palace/no-such-palace", headers=cookie)
     assert status == 404 and "no-such-palace" in body
     status, body = ui.request("GET", "/palace/project/drawer/not-a-drawer", headers=cookie)
@@ -95,7 +98,7 @@ def test_a_non_loopback_address_needs_allow_remote_which_warns(ui_daemon):
         token = url.query.removeprefix("token=")
         remote = Ui(f"http://127.0.0.1:{url.port}", token, ui_daemon, proc, "")
         # Any host name now (it is reachable from elsewhere), still only with the token.
-        headers = {"Host": f"box.example:{url.port}", "Cookie": f"{COOKIE}={token}"}
+        headers = {"Host": f"box.example:{url.port}", "Cookie": f"{cookie_name(url.port)}={token}"}
         assert remote.request("GET", "/", headers=headers)[0] == 200
         assert remote.request("GET", "/", headers={"Host": "box.example"})[0] == 403
     finally:
