@@ -49,6 +49,8 @@ TWINS = (
     "The staging database runs PostgreSQL 15 on port 5433.",
     "the staging database runs PostgreSQL 15 on port 5433",
 )
+# Memories are untrusted text (agents store what they read): shown, never run.
+MARKUP_NOTE = "A scratch note quoting <script>document.title='owned'</script> from a web page."
 MANY = 25  # drawers of palace "many": more than two pages of search results
 
 
@@ -113,7 +115,7 @@ def ui(ui_daemon: Daemon) -> Iterator[Ui]:
         client.kg_assert("project", "staging database", "runs", "PostgreSQL 15")
         client.kg_assert("project", "staging database", "listens on", "port 5433")
         client.palace_create("scratch")
-        client.remember("scratch", "A scratch note for trying things out.")
+        client.remember("scratch", MARKUP_NOTE)
     proc = subprocess.Popen(
         [sys.executable, "-m", "trusty_memory.cli", "ui", "--port", "0"],
         env=ui_daemon.env,

@@ -66,6 +66,14 @@ def test_forged_posts_are_refused_and_change_nothing(ui: Ui):
     assert status == 200 and ui.old_drawer[:8] in text
 
 
+def test_a_memory_s_markup_is_shown_as_text(ui: Ui):
+    cookie = {"Cookie": f"{ui.cookie}={ui.token}"}
+    status, body = ui.request("GET", "/palace/scratch", headers=cookie)
+    assert status == 200
+    assert "&lt;script&gt;document.title=&#39;owned&#39;&lt;/script&gt;" in body
+    assert "<script>document.title" not in body
+
+
 def test_bad_input_is_a_clear_error_and_the_page_keeps_serving(ui: Ui):
     cookie = {"Cookie": f"{ui.cookie}={ui.token}"}
     status, body = ui.request("GET", "/palace/no-such-palace", headers=cookie)
