@@ -32,6 +32,12 @@ def cmd_serve(args) -> int:
     return run_serve(palace=args.palace, http=args.http, allow_remote=args.allow_remote)
 
 
+def cmd_ui(args) -> int:
+    from trusty_memory.ui.server import run_ui
+
+    return run_ui(args.host, args.port, allow_remote=args.allow_remote)
+
+
 def cmd_daemon(args) -> int:
     from trusty_memory.broker.daemon import run_daemon
 
@@ -559,6 +565,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--http", metavar="ADDR", help="also serve MCP over HTTP at ADDR (host:port)")
     s.add_argument(
         "--allow-remote", action="store_true", help="allow --http on a non-loopback address"
+    )
+
+    s = _command(
+        sub,
+        "ui",
+        cmd_ui,
+        "a local web page to look inside the palaces (prints its URL with a token)",
+        "Serve a web page on a loopback address that shows the palaces, searches them, and"
+        " restores from the archive and runs the dreamer on request. Open the URL it prints:"
+        " it carries a random token, without which every request is refused.",
+    )
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8737, help="port (default 8737; 0: any free port)")
+    s.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host: exposes every memory in the home to the network",
     )
 
     s = _command(sub, "daemon", cmd_daemon, "run the broker in the foreground (what systemd runs)")

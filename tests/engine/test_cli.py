@@ -41,6 +41,7 @@ def test_version_and_help_for_every_subcommand(tmp_path):
         ["logs"],
         ["scale"],
         ["daemon"],
+        ["ui"],
         ["service", "install"],
         ["service", "uninstall"],
     ):

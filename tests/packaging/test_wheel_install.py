@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -44,7 +45,7 @@ NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "__pycache__", "*.pyc", "*.egg-info", "build", "dist", ".*_cache", "out"
 )
 # What the sdist must carry beyond the package (every file under these, as in the tree).
-SDIST_TREES = ("tests", "deploy", "bench")
+SDIST_TREES = ("tests", "deploy", "bench", "docs")
 SDIST_FILES = ("LICENSE", "README.md", "BENCHMARKS.md", "dev", "pyproject.toml")
 
 
@@ -94,7 +95,10 @@ def check_wheel(wheel: Path) -> None:
     assert info + "licenses/LICENSE" in names
     assert "trusty_memory/client/mcp_tools.py" in names
     assert "trusty_memory/workers/model_build.py" in names
-    assert not [n for n in names if n.startswith(("tests/", "bench/", "deploy/"))]
+    # The web page's files are package data: without them `trusty-memory ui` cannot render.
+    for data in ("templates/base.html", "static/htmx.min.js", "static/htmx.LICENSE"):
+        assert f"trusty_memory/ui/{data}" in names, data
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "deploy/", "docs/"))]
     assert "trusty-memory = trusty_memory.cli:main" in entry_points
 
 
@@ -133,6 +137,28 @@ async def one_session(command: Path, home: Path, cwd: Path, venv: Path) -> None:
             assert record is not None
             argv0 = Path(f"/proc/{record.pid}/cmdline").read_bytes().split(b"\0")[0].decode()
             assert argv0.startswith(str(venv)), argv0
+
+
+def ui_page_renders(command: Path, home: Path, cwd: Path) -> None:
+    """The install's ``trusty-memory ui`` finds its templates and shows the palace."""
+    proc = subprocess.Popen(
+        [str(command), "ui", "--port", "0"],
+        env=clean_env(TRUSTY_MEMORY_HOME=str(home)),
+        cwd=str(cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:"), (url, proc.stderr.read())
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        with opener.open(url, timeout=60) as resp:  # the token sets a cookie, then redirects
+            page = resp.read().decode()
+        assert 'data-palace="wheel"' in page, page[-2000:]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_the_built_wheel_installs_into_a_fresh_venv_and_serves_mcp():
@@ -180,6 +206,7 @@ def test_the_built_wheel_installs_into_a_fresh_venv_and_serves_mcp():
         started = time.monotonic()
         asyncio.run(one_session(venv / "bin" / "trusty-memory", home, tmp, venv))
         times["session"] = time.monotonic() - started
+        ui_page_renders(venv / "bin" / "trusty-memory", home, tmp)
     finally:
         stop_daemon_in(home)
         print("wheel install test, seconds:", {k: round(v, 1) for k, v in times.items()})

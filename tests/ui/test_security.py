@@ -1,0 +1,114 @@
+"""The page's locks, over plain HTTP: the token, the host check, CSRF on every change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from urllib.parse import urlsplit
+
+from tests.ui.conftest import URL_LINE, Ui
+from trusty_memory.client.sync import Client
+from trusty_memory.ui.security import cookie_name, csrf_for
+
+
+def test_no_token_or_a_wrong_one_gets_403(ui: Ui):
+    status, body = ui.request("GET", "/")
+    assert status == 403 and "token" in body
+    status, body = ui.request("GET", "/?token=not-the-token")
+    assert status == 403 and "wrong token" in body
+    status, _ = ui.request("GET", "/", headers={"Cookie": f"{ui.cookie}=not-the-token"})
+    assert status == 403
+    status, _ = ui.request("GET", "/static/htmx.min.js")
+    assert status == 403  # everything, not just the pages
+
+
+def test_the_printed_url_sets_the_cookie_and_drops_the_token(ui: Ui):
+    status, _ = ui.request("GET", f"/palace/project?q=x&token={ui.token}")
+    assert status == 303
+    status, body = ui.request("GET", "/", headers={"Cookie": f"{ui.cookie}={ui.token}"})
+    assert status == 200 and 'data-palace="project"' in body
+
+
+def test_a_foreign_host_name_gets_403(ui: Ui):
+    # DNS rebinding: a page on evil.example whose name now points at 127.0.0.1.
+    headers = {"Host": "evil.example:80", "Cookie": f"{ui.cookie}={ui.token}"}
+    status, body = ui.request("GET", "/", headers=headers)
+    assert status == 403 and "loopback" in body
+
+
+def test_forged_posts_are_refused_and_change_nothing(ui: Ui):
+    """A change needs the CSRF header; a page elsewhere cannot send it, nor the token."""
+    cookie = {
+        "Cookie": f"{ui.cookie}={ui.token}",
+        "Content-Type": "application/x-www-form-urlencoded",
+    }
+    body = "palace=attic"
+    for extra in ({}, {"X-CSRF-Token": "forged"}, {"X-CSRF-Token": csrf_for("another token")}):
+        status, text = ui.request("POST", "/dreamer/apply", headers={**cookie, **extra}, body=body)
+        assert status == 403 and "CSRF" in text, (extra, status, text)
+    good = {**cookie, "X-CSRF-Token": csrf_for(ui.token)}
+    status, text = ui.request(
+        "POST", "/dreamer/apply", headers={**good, "Origin": "http://evil.example"}, body=body
+    )
+    assert status == 403 and "cross-origin" in text
+    status, _ = ui.request("POST", "/dreamer/apply", headers={"X-CSRF-Token": csrf_for(ui.token)})
+    assert status == 403  # the CSRF value alone, without the token, is not enough
+    status, _ = ui.request(
+        "POST", "/palace/attic/archive/restore", headers=cookie, body=f"drawer_id={ui.old_drawer}"
+    )
+    assert status == 403
+    with Client(ui.daemon.config, autostart=False) as client:
+        info = client.palace_info("attic")
+    assert info.last_dream_at is None and info.archived_count == 0
+    # The same request with the token and the CSRF header goes through (the refusals
+    # above are about what they lack): a plan, which changes nothing either.
+    status, text = ui.request("POST", "/dreamer/plan", headers=good, body=body)
+    assert status == 200 and ui.old_drawer[:8] in text
+
+
+def test_a_memory_s_markup_is_shown_as_text(ui: Ui):
+    cookie = {"Cookie": f"{ui.cookie}={ui.token}"}
+    status, body = ui.request("GET", "/palace/scratch", headers=cookie)
+    assert status == 200
+    assert "&lt;script&gt;document.title=&#39;owned&#39;&lt;/script&gt;" in body
+    assert "<script>document.title" not in body
+
+
+def test_bad_input_is_a_clear_error_and_the_page_keeps_serving(ui: Ui):
+    cookie = {"Cookie": f"{ui.cookie}={ui.token}"}
+    status, body = ui.request("GET", "/palace/no-such-palace", headers=cookie)
+    assert status == 404 and "no-such-palace" in body
+    status, body = ui.request("GET", "/palace/project/drawer/not-a-drawer", headers=cookie)
+    assert status == 404 and "not-a-drawer" in body
+    status, body = ui.request("GET", "/palace/..%2Fetc", headers=cookie)
+    assert status in (400, 404)
+    status, body = ui.request("GET", "/", headers=cookie)
+    assert status == 200
+
+
+def test_a_non_loopback_address_needs_allow_remote_which_warns(ui_daemon):
+    command = [sys.executable, "-m", "trusty_memory.cli", "ui", "--host", "0.0.0.0", "--port", "0"]
+    refused = subprocess.run(command, env=ui_daemon.env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "not a loopback address" in refused.stderr and "--allow-remote" in refused.stderr
+
+    proc = subprocess.Popen(
+        [*command, "--allow-remote"],
+        env=ui_daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        warning = proc.stderr.readline()
+        assert "WARNING" in warning and "every memory" in warning, warning
+        url = urlsplit(URL_LINE.search(proc.stdout.readline()).group(1))
+        token = url.query.removeprefix("token=")
+        remote = Ui(f"http://127.0.0.1:{url.port}", token, ui_daemon, proc, "")
+        # Any host name now (it is reachable from elsewhere), still only with the token.
+        headers = {"Host": f"box.example:{url.port}", "Cookie": f"{cookie_name(url.port)}={token}"}
+        assert remote.request("GET", "/", headers=headers)[0] == 200
+        assert remote.request("GET", "/", headers={"Host": "box.example"})[0] == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

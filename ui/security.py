@@ -1,0 +1,121 @@
+"""Who may use the page: the token in the URL, the host it is reached by, CSRF on changes.
+
+Memories hold secrets, and any local user (or any web page the user's browser opens) can
+reach a loopback port. So, as notebook servers do:
+
+* a random token is made at start and printed inside the URL. Opening that URL once sets
+  a cookie (HttpOnly, SameSite=Strict) and redirects to the same page without the token,
+  so it does not stay in the address bar, the history or a Referer. Every request without
+  the token or that cookie is refused with 403.
+* Unless ``--allow-remote``, a request must name a loopback host in ``Host``: a DNS
+  rebinding page that points its own name at 127.0.0.1 gets 403.
+* Every state-changing request (anything but GET/HEAD) must carry ``X-CSRF-Token``, a
+  value derived from the token and written into each page (htmx sends it as a header on
+  every request it makes). A form posted from another site cannot set that header, and
+  its ``Origin``, when sent, must be this server's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from urllib.parse import urlencode, urlsplit
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+COOKIE_PREFIX = "trusty_memory_ui_"
+CSRF_HEADER = "x-csrf-token"
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def new_token() -> str:
+    """32 random bytes, URL-safe: what goes in the printed URL."""
+    return secrets.token_urlsafe(32)
+
+
+def cookie_name(port: int) -> str:
+    """Per port: browsers send a host's cookies to all its ports, and two pages (two homes)
+    on one host must not overwrite each other's."""
+    return f"{COOKIE_PREFIX}{port}"
+
+
+def csrf_for(token: str) -> str:
+    """The CSRF value for a token: knowable only to whoever holds the token."""
+    return hmac.new(token.encode(), b"trusty-memory ui csrf", hashlib.sha256).hexdigest()
+
+
+def _same(a: str | None, b: str) -> bool:
+    return a is not None and hmac.compare_digest(a.encode(), b.encode())
+
+
+def _host_name(host_header: str) -> str:
+    """``Host`` without its port; IPv6 literals without their brackets."""
+    if host_header.startswith("["):
+        return host_header[1:].split("]", 1)[0]
+    return host_header.rsplit(":", 1)[0] if ":" in host_header else host_header
+
+
+class Guard:
+    """ASGI middleware: host check, token check, CSRF check, in that order."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        port: int,
+        allow_remote: bool = False,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.app = app
+        self.token = token
+        self.cookie = cookie_name(port)
+        self.csrf = csrf_for(token)
+        self.allow_remote = allow_remote
+        self.hosts = LOOPBACK_HOSTS | {host}  # the address bound, e.g. 127.0.0.2
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        refused = self.refusal(request)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        given = request.query_params.get("token")
+        if given is not None and request.method in SAFE_METHODS:
+            # The printed URL: remember the token in a cookie and drop it from the address.
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            response = RedirectResponse(target, status_code=303)
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def refusal(self, request: Request) -> Response | None:
+        """The 403 for a request that may not go on, or None."""
+        host = _host_name(request.headers.get("host", ""))
+        if not self.allow_remote and host not in self.hosts:
+            return _forbidden(f"host {host!r} is not a loopback name (start with --allow-remote)")
+        given = request.query_params.get("token") or request.cookies.get(self.cookie)
+        if not _same(given, self.token):
+            return _forbidden(
+                "missing or wrong token: open the URL `trusty-memory ui` printed at start"
+            )
+        if request.method not in SAFE_METHODS:
+            if not _same(request.headers.get(CSRF_HEADER), self.csrf):
+                return _forbidden("missing or wrong CSRF token: reload the page and try again")
+            origin = request.headers.get("origin")
+            if origin and urlsplit(origin).netloc != request.headers.get("host", ""):
+                return _forbidden(f"cross-origin request from {origin} refused")
+        return None
+
+
+def _forbidden(why: str) -> Response:
+    return PlainTextResponse(f"403 Forbidden: {why}\n", status_code=403)

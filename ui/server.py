@@ -1,0 +1,89 @@
+"""Start the page: bind, print the URL with its token, serve with uvicorn until stopped.
+
+The socket is bound before anything is printed, so a port in use or a refused address is
+a one-line error and exit code 2, never a URL that does not answer. The URL goes to
+stdout (this is not the MCP server: stdout is free), logs to stderr; uvicorn's access log
+stays off, since the first request's URL carries the token.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+from trusty_memory.client.mcp_http import is_loopback
+
+DEFAULT_PORT = 8737
+
+
+class AddressError(ValueError):
+    """An address the page will not be served on; the message says why."""
+
+
+def bind(host: str, port: int, allow_remote: bool) -> socket.socket:
+    """A listening socket on exactly ``host:port`` (port 0: any free port)."""
+    if not is_loopback(host) and not allow_remote:
+        raise AddressError(
+            f"refusing to serve the UI on {host!r}: it is not a loopback address, and the page"
+            " shows every memory in the home over plain HTTP; pass --allow-remote to do it"
+            " anyway"
+        )
+    if not 0 <= port <= 65535:
+        raise AddressError(f"invalid port {port}: must be 0-65535")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise AddressError(f"invalid host {host!r}: {exc.strerror}") from None
+    family, kind, proto, _, sockaddr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise AddressError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def url_of(sock: socket.socket, token: str) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/?token={token}"
+
+
+def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
+    import uvicorn
+
+    from trusty_memory.config import load_config
+    from trusty_memory.logs import setup_logging
+    from trusty_memory.ui.app import build_app
+    from trusty_memory.ui.security import new_token
+
+    log = setup_logging("ui", default_level="warning")
+    try:
+        sock = bind(host, port, allow_remote)
+    except AddressError as exc:
+        print(f"trusty-memory ui: {exc}", file=sys.stderr)
+        return 2
+    if allow_remote:
+        print(
+            "trusty-memory ui: WARNING: --allow-remote: anyone who can reach"
+            f" {sock.getsockname()[0]}:{sock.getsockname()[1]} and learns the token can read"
+            " every memory in this home and change the archive, over plain HTTP",
+            file=sys.stderr,
+        )
+    token = new_token()
+    config = load_config()
+    host, port = sock.getsockname()[:2]
+    app = build_app(config, token, port=port, allow_remote=allow_remote, host=host)
+    print(f"trusty-memory ui: {url_of(sock, token)}", flush=True)
+    log.info("ui serving", address=sock.getsockname()[:2], home=str(config.home))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
+        )
+    )
+    server.run(sockets=[sock])
+    return 0

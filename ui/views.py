@@ -1,0 +1,444 @@
+"""What each page shows, gathered through the daemon's client API.
+
+The UI is one more client of the daemon: every figure here comes from the same calls the
+CLI makes (``status``, ``palace_list``, ``palace_info``, ``memory_recall(_deep)``,
+``memory_list``, ``drawer_get``, ``kg_query``, ``palace_export``, ``archive_list``,
+``archive_restore``) and from the dreamer's own pass (``dream_once``), never from the
+palace files themselves. The one exception is a palace's size on disk, read from the
+directory ``palace_info`` names, since the daemon reports none and the UI runs on the same
+machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from trusty_memory import protocol as p
+from trusty_memory.client.aio import AsyncClient
+from trusty_memory.config import Config
+
+PAGE_SIZE = 10
+LIST_LIMIT = 50
+ARCHIVE_PAGE = 50
+# Drawers in the same room written within this many seconds of each other are one episode
+# (the window recall's episode smoothing uses: workers/retrieval.py EPISODE_WINDOW_S).
+EPISODE_WINDOW_S = 1800.0
+EPISODE_SCAN = 1000  # drawers of the room looked at for a drawer's neighbours
+KG_SCAN_PAGES = 20  # palace_export pages (500 triples each) read for a subject's history
+# palace_info starts the writer of a palace that has none: the palaces page asks a few at a
+# time, so a home of many idle palaces does not wake them all at once.
+INFO_CONCURRENCY = 4
+
+
+# -- palaces ------------------------------------------------------------------------------
+
+
+@dataclass
+class PalaceRow:
+    name: str
+    info: p.PalaceInfo | None
+    size_bytes: int | None
+    workers: list[dict]
+    queued: int
+    idle_s: float | None  # seconds since its last foreground request; None: not loaded
+    error: str = ""
+
+
+async def palaces(client: AsyncClient) -> list[PalaceRow]:
+    """Every palace with its counts, size, workers and last activity.
+
+    ``status`` is read first: ``palace_info`` starts a palace's writer, and a palace that
+    had none shows as not loaded (what it was before this page asked)."""
+    status = await client.call("status")
+    services = {s["name"]: s for s in status["services"]}
+    names = (await client.call("palace_list"))["palaces"]
+    gate = asyncio.Semaphore(INFO_CONCURRENCY)
+
+    async def info_of(name: str) -> p.PalaceInfo:
+        async with gate:
+            return await _info(client, name)
+
+    infos = await asyncio.gather(*(info_of(n) for n in names), return_exceptions=True)
+    rows = []
+    for name, info in zip(names, infos, strict=True):
+        if isinstance(info, BaseException) and not isinstance(info, p.TrustyError):
+            raise info  # a palace's error shows in its row; anything else is a bug
+        service = services.get(p.palace_service(name), {})
+        row = PalaceRow(
+            name=name,
+            info=info if isinstance(info, p.PalaceInfo) else None,
+            size_bytes=None,
+            workers=service.get("workers", []),
+            queued=service.get("queued", 0),
+            idle_s=service.get("idle_s"),
+            error=info.message if isinstance(info, p.TrustyError) else "",
+        )
+        if row.info is not None:
+            row.size_bytes = dir_size(row.info.data_dir)
+        rows.append(row)
+    return rows
+
+
+async def _info(client: AsyncClient, name: str) -> p.PalaceInfo:
+    return p.convert(await client.call("palace_info", palace=name), p.PalaceInfo)
+
+
+async def palace_info(client: AsyncClient, name: str) -> p.PalaceInfo:
+    return await _info(client, name)
+
+
+def dir_size(path: str) -> int | None:
+    """Bytes under ``path`` (None when it is not readable from here)."""
+    if not os.path.isdir(path):
+        return None
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+# -- search -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    """A palace page's search: the text, its filters and each column's page."""
+
+    text: str = ""
+    room: str | None = None
+    tag: str | None = None
+    since: str | None = None  # a date or RFC 3339 time; compared with created_at
+    until: str | None = None
+    pages: dict[str, str] = field(default_factory=dict)  # column key -> its paging value
+
+    def in_time(self, created_at: str) -> bool:
+        if self.since and created_at < self.since:
+            return False
+        return not (self.until and created_at[: len(self.until)] > self.until)
+
+
+@dataclass
+class Hit:
+    drawer_id: str
+    content: str
+    room: str
+    tags: list[str]
+    created_at: str
+    importance: float
+    score: float | None = None
+    layer: int | None = None
+
+
+@dataclass
+class Column:
+    """One search's results: its hits, where its next page starts, or why it failed."""
+
+    key: str
+    title: str
+    hits: list[Hit] = field(default_factory=list)
+    page: str = "1"
+    next_page: str | None = None
+    note: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SearchKind:
+    """A column of the palace page. Each kind pages in its own way (``Query.pages[key]``
+    holds a page number for recall, and would hold a cursor for a keyword search)."""
+
+    key: str
+    title: str
+    run: Callable[[AsyncClient, str, Query], Awaitable[Column]]
+
+
+async def _recall(client: AsyncClient, palace: str, query: Query, *, deep: bool) -> Column:
+    """Recall has no cursor: page N asks for the top N pages' worth and shows the last."""
+    key = "deep" if deep else "recall"
+    column = Column(key=key, title="Deep recall" if deep else "Recall")
+    page = _page_number(query.pages.get(key))
+    params = {"query": query.text, "top_k": PAGE_SIZE * page, "room": query.room, "tag": query.tag}
+    method = "memory_recall_deep" if deep else "memory_recall"
+    result = p.convert(await client.call(method, params, palace=palace), p.RecallResult)
+    hits = [
+        Hit(
+            drawer_id=h.drawer_id,
+            content=h.content,
+            room=h.room,
+            tags=h.tags,
+            created_at=h.created_at,
+            importance=h.importance,
+            score=h.score,
+            layer=h.layer,
+        )
+        for h in result.results
+        if query.in_time(h.created_at)
+    ]
+    column.hits = hits[PAGE_SIZE * (page - 1) :]
+    column.page = str(page)
+    if len(result.results) == PAGE_SIZE * page:
+        column.next_page = str(page + 1)
+    if len(hits) < len(result.results):
+        column.note = f"{len(result.results) - len(hits)} hits outside the time filter"
+    return column
+
+
+def _page_number(value: str | None) -> int:
+    try:
+        return max(1, min(int(value or 1), 100))
+    except ValueError:
+        return 1
+
+
+async def _recall_shallow(client: AsyncClient, palace: str, query: Query) -> Column:
+    return await _recall(client, palace, query, deep=False)
+
+
+async def _recall_deep(client: AsyncClient, palace: str, query: Query) -> Column:
+    return await _recall(client, palace, query, deep=True)
+
+
+# The palace page's columns, left to right. Keyword search (``memory_search``, cursor-paged)
+# is one more entry: a function that calls it with ``query.pages["keyword"]`` as the cursor
+# and sets ``Column.next_page`` to the cursor it returns.
+SEARCH_KINDS: tuple[SearchKind, ...] = (
+    SearchKind("recall", "Recall", _recall_shallow),
+    SearchKind("deep", "Deep recall", _recall_deep),
+)
+KINDS_BY_KEY = {k.key: k for k in SEARCH_KINDS}
+
+
+async def search_column(client: AsyncClient, palace: str, kind: SearchKind, query: Query) -> Column:
+    """One column; a failure shows in that column only (the others still answer)."""
+    try:
+        return await kind.run(client, palace, query)
+    except p.TrustyError as exc:
+        return Column(key=kind.key, title=kind.title, error=exc.message)
+
+
+async def search(client: AsyncClient, palace: str, query: Query) -> list[Column]:
+    return list(
+        await asyncio.gather(*(search_column(client, palace, k, query) for k in SEARCH_KINDS))
+    )
+
+
+async def listing(client: AsyncClient, palace: str, query: Query) -> list[Hit]:
+    """The palace's drawers by importance (what the page shows before any search)."""
+    params = {"room": query.room, "tag": query.tag, "limit": LIST_LIMIT}
+    result = p.convert(await client.call("memory_list", params, palace=palace), p.ListResult)
+    return [_hit_of(d) for d in result.drawers if query.in_time(d.created_at)]
+
+
+def _hit_of(d: p.DrawerSummary | p.DrawerDetail) -> Hit:
+    return Hit(
+        drawer_id=d.drawer_id,
+        content=d.content,
+        room=d.room,
+        tags=d.tags,
+        created_at=d.created_at,
+        importance=d.importance,
+    )
+
+
+# -- a drawer -----------------------------------------------------------------------------
+
+
+@dataclass
+class DrawerPage:
+    drawer: p.DrawerDetail | None
+    archived: p.ArchivedDrawer | None  # the drawer itself, when it is in the archive
+    before: list[Hit]
+    after: list[Hit]
+    merged_here: list[p.ArchivedDrawer]  # drawers the dreamer merged into this one
+    error: str = ""
+
+
+async def drawer_page(client: AsyncClient, palace: str, drawer_id: str) -> DrawerPage:
+    archive = await archive_all(client, palace)
+    mine = next((a for a in archive if a.drawer_id == drawer_id), None)
+    merged = [a for a in archive if a.merged_into == drawer_id]
+    try:
+        data = await client.call("drawer_get", {"drawer_id": drawer_id}, palace=palace)
+    except p.TrustyError as exc:
+        if exc.code != p.ErrorCode.DRAWER_NOT_FOUND:
+            raise
+        return DrawerPage(None, mine, [], [], merged, error=exc.message)
+    drawer = p.convert(data, p.DrawerDetail)
+    before, after = await episode_neighbours(client, palace, drawer)
+    return DrawerPage(drawer, mine, before, after, merged)
+
+
+async def episode_neighbours(
+    client: AsyncClient, palace: str, drawer: p.DrawerDetail, around: int = 3
+) -> tuple[list[Hit], list[Hit]]:
+    """The drawers written just before and after this one in its episode: same room,
+    within ``EPISODE_WINDOW_S`` (read from the room's listing, as no op returns them)."""
+    params = {"room": drawer.room, "limit": EPISODE_SCAN}
+    listed = p.convert(await client.call("memory_list", params, palace=palace), p.ListResult)
+    mine = _epoch(drawer.created_at)
+    near = [
+        d
+        for d in listed.drawers
+        if d.drawer_id != drawer.drawer_id
+        and mine is not None
+        and (t := _epoch(d.created_at)) is not None
+        and abs(t - mine) <= EPISODE_WINDOW_S
+    ]
+    near.sort(key=lambda d: d.created_at)
+    before = [_hit_of(d) for d in near if d.created_at <= drawer.created_at][-around:]
+    after = [_hit_of(d) for d in near if d.created_at > drawer.created_at][:around]
+    return before, after
+
+
+def _epoch(stamp: str) -> float | None:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# -- the knowledge graph ----------------------------------------------------------------
+
+
+@dataclass
+class Timeline:
+    subject: str
+    current: list[p.Triple]
+    facts: list[p.Triple]  # current and closed, oldest first
+    complete: bool  # False: the palace has more triples than were read
+
+
+async def timeline(client: AsyncClient, palace: str, subject: str) -> Timeline:
+    """A subject's facts over time (the subject as asserted: matched exactly, as
+    ``kg_query`` matches it). ``kg_query`` answers the current ones; the closed ones
+    come from the palace's triples as ``palace_export`` pages them (there is no history
+    query yet), read up to ``KG_SCAN_PAGES`` pages."""
+    data = await client.call("kg_query", {"subject": subject}, palace=palace)
+    current = p.convert(data, p.KgQueryResult).triples
+    facts: list[p.Triple] = []
+    after, complete = 0, True
+    for _ in range(KG_SCAN_PAGES):
+        params = {"kind": "triples", "after": after, "limit": 500, "vectors": False}
+        page = p.convert(await client.call("palace_export", params, palace=palace), p.ExportResult)
+        facts += [t for t in page.triples if t.subject == subject]
+        if page.next_after is None:
+            break
+        after = page.next_after
+    else:
+        complete = False
+    known = {_triple_key(t) for t in facts}
+    facts += [t for t in current if _triple_key(t) not in known]
+    facts.sort(key=lambda t: t.valid_from)  # stable: assertion order within one second
+    return Timeline(subject=subject, current=current, facts=facts, complete=complete)
+
+
+async def subjects(client: AsyncClient, palace: str, limit: int = 60) -> list[str]:
+    """Some subjects to pick from: those of the palace's first 500 triples."""
+    params = {"kind": "triples", "after": 0, "limit": 500, "vectors": False}
+    page = p.convert(await client.call("palace_export", params, palace=palace), p.ExportResult)
+    return list(dict.fromkeys(t.subject for t in page.triples))[:limit]
+
+
+def _triple_key(t: p.Triple) -> tuple:
+    return (t.subject, t.predicate, t.object, t.valid_from)
+
+
+# -- the archive ----------------------------------------------------------------------------
+
+
+async def archive_page(
+    client: AsyncClient, palace: str, after: int = 0, reason: str | None = None
+) -> p.ArchiveListResult:
+    params = {"after": after, "limit": ARCHIVE_PAGE, "reason": reason}
+    data = await client.call("archive_list", params, palace=palace)
+    return p.convert(data, p.ArchiveListResult)
+
+
+async def archive_all(client: AsyncClient, palace: str, pages: int = 20) -> list[p.ArchivedDrawer]:
+    """The archive's entries, up to ``pages`` pages of 1,000 (for a drawer's history)."""
+    out: list[p.ArchivedDrawer] = []
+    after = 0
+    for _ in range(pages):
+        params = {"after": after, "limit": 1000}
+        page = p.convert(
+            await client.call("archive_list", params, palace=palace), p.ArchiveListResult
+        )
+        out += page.drawers
+        if page.next_after is None:
+            break
+        after = page.next_after
+    return out
+
+
+async def restore(client: AsyncClient, palace: str, drawer_id: str) -> p.RestoreResult:
+    data = await client.call("archive_restore", {"drawer_id": drawer_id}, palace=palace)
+    return p.convert(data, p.RestoreResult)
+
+
+# -- the dreamer ----------------------------------------------------------------------------
+
+
+@dataclass
+class DreamRun:
+    palace: str
+    dry_run: bool
+    recommendations: list[dict[str, Any]]
+    complete: dict[str, Any] | None
+
+
+async def dream(config: Config, palace: str, *, dry_run: bool) -> DreamRun:
+    """One dream pass over ``palace``, as ``trusty-memory dream [--dry-run]`` runs it: the
+    dreamer is a client, so the pass runs here, on a worker thread, with its own client."""
+    from trusty_memory.dreamer.__main__ import dream_once
+
+    events: list[dict[str, Any]] = []
+    await asyncio.to_thread(dream_once, config, [palace], dry_run=dry_run, emit=events.append)
+    return DreamRun(
+        palace=palace,
+        dry_run=dry_run,
+        recommendations=[e for e in events if e["type"] == "recommendation"],
+        complete=next((e for e in events if e["type"] == "complete"), None),
+    )
+
+
+# -- the daemon ----------------------------------------------------------------------------
+
+
+@dataclass
+class DaemonView:
+    status: dict[str, Any]
+    requests_per_s: float
+    rss_mb: float
+    workers: int
+    queued: int
+
+
+async def daemon(client: AsyncClient) -> DaemonView:
+    status = await client.call("status")
+    workers = [w for s in status["services"] for w in s["workers"]]
+    return DaemonView(
+        status=status,
+        requests_per_s=sum(w.get("requests_per_s") or 0.0 for w in workers),
+        rss_mb=sum(w.get("rss_mb") or 0.0 for w in workers),
+        workers=len(workers),
+        queued=sum(s["queued"] for s in status["services"]),
+    )
+
+
+def to_builtins(obj: Any) -> Any:
+    return msgspec.to_builtins(obj)
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
