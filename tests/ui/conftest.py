@@ -8,10 +8,12 @@ Browser tests drive Debian's chromium through Playwright; nothing downloads a br
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +32,12 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "ui"
+# The README's pictures (docs/ui) are refreshed with TRUSTY_MEMORY_UI_SCREENSHOTS=docs/ui;
+# otherwise a run writes them to a temporary folder and leaves the checkout clean.
+SCREENSHOTS = Path(
+    os.environ.get("TRUSTY_MEMORY_UI_SCREENSHOTS")
+    or Path(tempfile.gettempdir()) / "trusty-memory-ui-screenshots"
+)
 URL_LINE = re.compile(r"trusty-memory ui: (http://\S+)")
 
 # What the tests remember, and find again through the page.
@@ -181,6 +188,6 @@ def page(browser, ui: Ui):
 
 
 def screenshot(page, name: str) -> None:
-    """The README's pictures: written on every run, so they show the page as it is."""
+    """A page's picture, taken on every run (see ``SCREENSHOTS`` for where it goes)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
