@@ -325,3 +325,23 @@ def test_docker_compose_config_accepts_it(tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert missing.returncode != 0 and "TRUSTY_MEMORY_SERVER_KEY" in missing.stderr
+
+
+def test_the_build_s_model_check_finds_a_compiled_model_and_misses_none(tmp_path):
+    """The final stage's check, run here: it passes on the cache ./dev's setup filled
+    (the same libraries and CPU) and stops the build, naming the folder, on an empty one."""
+    _, stages = parse(DOCKERFILE.read_text())
+    run = next(a for a in stages[-1].args_of("RUN") if "cache_key()" in a)
+    snippet = re.search(r"python -c '([^']+)'", run).group(1)
+    from trusty_memory.workers import compiled_model
+
+    if not (compiled_model.default_cache_root() / compiled_model.cache_key()).is_dir():
+        pytest.skip("the model is not compiled in this user's cache (run ./dev setup)")
+    found = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    empty = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    missed = subprocess.run([sys.executable, "-c", snippet], env=empty, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert missed.returncode == 1
+    assert f"no compiled model at {tmp_path}/trusty-memory/compiled-models/" in missed.stderr
