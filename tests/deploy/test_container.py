@@ -17,8 +17,11 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,3 +363,76 @@ def test_the_build_s_model_check_finds_a_compiled_model_and_misses_none(tmp_path
                             text=True, timeout=60)  # fmt: skip
     assert missed.returncode == 1
     assert f"no compiled model at {tmp_path}/trusty-memory/compiled-models/" in missed.stderr
+
+
+def final_stage_commands() -> dict[str, tuple]:
+    """The final stage's ENV (merged), ENTRYPOINT, CMD and HEALTHCHECK, as parsed values."""
+    commands = dockerfile.parse_string(DOCKERFILE.read_text())
+    last_from = max(i for i, c in enumerate(commands) if c.cmd.upper() == "FROM")
+    found: dict[str, tuple] = {"ENV": ()}
+    for command in commands[last_from + 1 :]:
+        key = command.cmd.upper()
+        found[key] = found.get("ENV", ()) + command.value if key == "ENV" else command.value
+    return found
+
+
+@pytest.mark.slow
+def test_the_image_s_command_and_healthcheck_in_its_environment(tmp_path):
+    """What the image runs, without a container: its ENTRYPOINT + CMD with the final
+    stage's environment (the image's paths mapped to this machine: the home to a fresh
+    folder, the venv to this one, the cache to the one setup filled), and its HEALTHCHECK
+    command: unhealthy before the start, healthy within the start period, stopped cleanly
+    by SIGTERM (`docker stop`), unhealthy after."""
+    from trusty_memory.workers import compiled_model
+
+    image = final_stage_commands()
+    env_pairs = dict(zip(image["ENV"][::2], image["ENV"][1::2], strict=True))
+    home = Path(tempfile.mkdtemp(prefix="tmc-", dir="/tmp"))  # ipc paths stay short
+    mapped = {
+        "/data": str(home),
+        "/opt/trusty-memory/bin": str(Path(sys.executable).parent),
+        "/home/trusty/.cache": str(compiled_model.default_cache_root().parents[1]),
+        "$PATH": os.environ["PATH"],
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRUSTY_MEMORY_", "XDG_"))}
+    for key, value in env_pairs.items():
+        for image_path, here in mapped.items():
+            value = value.replace(image_path, here)
+        env[key] = value
+    assert env["TRUSTY_MEMORY_HOME"] == str(home)
+    command = [*image["ENTRYPOINT"], *image["CMD"]]
+    assert command == ["trusty-memory", "daemon"]
+    assert shutil.which("trusty-memory", path=env["PATH"]).startswith(
+        mapped["/opt/trusty-memory/bin"]
+    )
+    options = dict(f.lstrip("-").split("=") for f in final_stage_flags("HEALTHCHECK"))
+    health = list(image["HEALTHCHECK"])
+    assert health[0] == "CMD"
+    start_period = float(options["start-period"].rstrip("s"))
+
+    def healthy() -> bool:
+        done = subprocess.run(health[1:], env=env, capture_output=True, timeout=30)
+        return done.returncode == 0
+
+    try:
+        assert not healthy()
+        log = open(tmp_path / "daemon.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(command, env=env, stderr=log, cwd=home)
+        deadline = time.monotonic() + start_period
+        while not healthy():
+            assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "not healthy within the start period"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert not healthy()
+    finally:
+        if "proc" in locals() and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def final_stage_flags(instruction: str) -> tuple:
+    commands = dockerfile.parse_string(DOCKERFILE.read_text())
+    return next(c.flags for c in reversed(commands) if c.cmd.upper() == instruction)
