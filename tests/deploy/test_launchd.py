@@ -12,8 +12,12 @@ from __future__ import annotations
 import json
 import os
 import plistlib
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -173,3 +177,50 @@ def test_systemd_stays_the_default_off_macos(env):
         pytest.skip("macOS: launchd is the default")
     data = json.loads(cli(env, "service", "install", "--print", "--json").stdout)
     assert data["manager"] == "systemd" and data["path"].endswith("trusty-memory.service")
+
+
+@pytest.mark.slow
+def test_the_job_runs_as_launchd_would_start_it(tmp_path):
+    """The agent's job run the way launchd runs it (no launchd here): its ProgramArguments
+    in its WorkingDirectory, with only launchd's own variables (HOME, USER, a bare PATH) and
+    the job's EnvironmentVariables, stdout and stderr appended to its log. The daemon
+    answers, then exits 0 on SIGTERM, which KeepAlive {SuccessfulExit: false} leaves alone."""
+    from trusty_memory.config import load_config
+
+    home = Path(tempfile.mkdtemp(prefix="tml-", dir="/tmp"))  # ipc paths stay short
+    env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home), "HOME": str(tmp_path)}
+    env.pop("XDG_CACHE_HOME", None)  # the model: the cache setup filled, ~/.cache
+    real_home = str(Path.home())
+    try:
+        done = cli(env, "service", "install", "--launchd", "--json")
+        assert done.returncode == 0, done.stderr
+        job = plistlib.loads(Path(json.loads(done.stdout)["path"]).read_bytes())
+        launchd_env = {"HOME": real_home, "USER": os.environ.get("USER", "user"),
+                       "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+                       **job["EnvironmentVariables"]}  # fmt: skip
+        log = os.open(job["StandardErrorPath"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        proc = subprocess.Popen(job["ProgramArguments"], env=launchd_env, stdout=log,
+                                stderr=log, cwd=job["WorkingDirectory"])  # fmt: skip
+        os.close(log)
+        from trusty_memory.client.daemon import ping
+
+        os.environ["TRUSTY_MEMORY_HOME"] = str(home)
+        try:
+            config = load_config()
+        finally:
+            del os.environ["TRUSTY_MEMORY_HOME"]
+        deadline = time.monotonic() + 60
+        while not ping(config, 0.5):
+            assert proc.poll() is None, Path(job["StandardErrorPath"]).read_text()[-3000:]
+            assert time.monotonic() < deadline, "the daemon did not answer within 60 s"
+            time.sleep(0.2)
+        status = cli({**launchd_env, "PATH": os.environ["PATH"]}, "status")
+        assert status.returncode == 0, status.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0  # a successful exit: not restarted
+        assert "daemon" in Path(job["StandardErrorPath"]).read_text()
+    finally:
+        if "proc" in locals() and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        shutil.rmtree(home, ignore_errors=True)
