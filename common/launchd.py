@@ -8,9 +8,9 @@ home is always named in the job and ``XDG_CACHE_HOME`` whenever it is set here.
 
 launchd's choices, and why:
 
-* ``KeepAlive`` = ``{SuccessfulExit: false}``: restarted only when it exits with an error
-  or is killed, as ``Restart=on-failure``. A daemon that exits 0 (it handed the home to
-  another, or was stopped with ``trusty-memory stop``) stays stopped.
+* ``KeepAlive`` = ``{SuccessfulExit: false, Crashed: true}``: restarted only when it exits
+  with an error or dies of a signal, as ``Restart=on-failure``. A daemon that exits 0 (it
+  was stopped with ``trusty-memory stop`` or SIGTERM) stays stopped.
 * ``ThrottleInterval`` 5 s between starts (``RestartSec=5``); ``ExitTimeOut`` 30 s between
   SIGTERM and SIGKILL, for large palaces to save their indexes (``TimeoutStopSec=30``).
 * stdout and stderr appended to ``<home>/logs/daemon.log``, the file a daemon a client
@@ -93,7 +93,7 @@ def build_agent(config: Config) -> Agent:
         "EnvironmentVariables": env,
         "WorkingDirectory": str(home),
         "RunAtLoad": True,
-        "KeepAlive": {"SuccessfulExit": False},
+        "KeepAlive": {"SuccessfulExit": False, "Crashed": True},
         "ThrottleInterval": THROTTLE_S,
         "ExitTimeOut": EXIT_TIMEOUT_S,
         "ProcessType": "Standard",

@@ -74,7 +74,7 @@ def check_job(job: dict) -> list[str]:
     if not args or not all(isinstance(a, str) for a in args):
         problems.append("ProgramArguments must be a non-empty list of strings")
     elif not Path(args[0]).is_absolute():
-        problems.append("ProgramArguments[0] is not an absolute path (launchd has no PATH)")
+        problems.append("ProgramArguments[0] is not an absolute path (not on launchd's PATH)")
     env = job.get("EnvironmentVariables", {})
     if not all(isinstance(v, str) for v in env.values()):
         problems.append("EnvironmentVariables values must be strings")
@@ -92,7 +92,7 @@ def test_the_check_catches_what_launchd_rejects():
     ]
     assert check_job({"Label": "x", "ProgramArguments": ["trusty-memory"], "Umask": "077"}) == [
         "Umask is str",
-        "ProgramArguments[0] is not an absolute path (launchd has no PATH)",
+        "ProgramArguments[0] is not an absolute path (not on launchd's PATH)",
     ]
     assert check_job(
         {"Label": "x", "ProgramArguments": ["/a"], "KeepAlive": {"OnFailure": True}}
@@ -126,8 +126,8 @@ def test_the_agent_runs_this_installation(env):
 
 def test_it_is_kept_alive_on_failure_only(env):
     job = plistlib.loads(printed(env)["unit"].encode())
-    # SuccessfulExit false: restarted after a non-zero exit or a signal, not after exit 0
-    assert job["KeepAlive"] == {"SuccessfulExit": False}
+    # restarted after a non-zero exit or a crash, never after exit 0
+    assert job["KeepAlive"] == {"SuccessfulExit": False, "Crashed": True}
     assert job["RunAtLoad"] is True
     assert job["ThrottleInterval"] == 5 and job["ExitTimeOut"] == 30
     assert job["Umask"] == 0o077
@@ -184,7 +184,7 @@ def test_the_job_runs_as_launchd_would_start_it(tmp_path):
     """The agent's job run the way launchd runs it (no launchd here): its ProgramArguments
     in its WorkingDirectory, with only launchd's own variables (HOME, USER, a bare PATH) and
     the job's EnvironmentVariables, stdout and stderr appended to its log. The daemon
-    answers, then exits 0 on SIGTERM, which KeepAlive {SuccessfulExit: false} leaves alone."""
+    answers, then exits 0 on SIGTERM, which KeepAlive leaves stopped."""
     from trusty_memory.config import load_config
 
     home = Path(tempfile.mkdtemp(prefix="tml-", dir="/tmp"))  # ipc paths stay short
