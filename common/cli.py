@@ -44,11 +44,28 @@ def cmd_daemon(args) -> int:
     return run_daemon(take_over_home=args.take_over)
 
 
+def _service_manager(args):
+    """The module that writes this platform's service: launchd on macOS, else systemd
+    (``--launchd``/``--systemd`` choose either anywhere, e.g. to ``--print`` one)."""
+    from trusty_memory import launchd, service
+
+    manager = args.manager or ("launchd" if sys.platform == "darwin" else "systemd")
+    return launchd if manager == "launchd" else service
+
+
 def _service_unit(args):
-    from trusty_memory import service
+    from trusty_memory import launchd, service
     from trusty_memory.config import load_config
     from trusty_memory.protocol import ErrorCode, TrustyError
 
+    if _service_manager(args) is launchd:
+        if args.scope == "system" or args.run_as:
+            raise TrustyError(
+                ErrorCode.INVALID_PARAMS,
+                "launchd: only a user agent (~/Library/LaunchAgents); --system and --run-as"
+                " are for systemd",
+            )
+        return launchd.build_agent(load_config())
     try:
         return service.build_unit(load_config(), args.scope, run_as=args.run_as or "")
     except KeyError:
@@ -64,10 +81,12 @@ def _service_error(exc: OSError, path) -> Exception:
 
 
 def cmd_service_install(args) -> int:
-    from trusty_memory import service
+    from trusty_memory import launchd, service
 
     unit = _service_unit(args)
+    manager = _service_manager(args)
     data = {
+        "manager": "launchd" if manager is launchd else "systemd",
         "scope": unit.scope,
         "path": str(unit.path),
         "command": unit.command,
@@ -86,8 +105,11 @@ def cmd_service_install(args) -> int:
         _print(args, data, unit.text.rstrip("\n"))
         return 0
     try:
-        service.prepare_dirs(unit)
-        service.install(unit)
+        if manager is launchd:
+            launchd.install(unit)
+        else:
+            service.prepare_dirs(unit)
+            service.install(unit)
     except OSError as exc:
         raise _service_error(exc, exc.filename or unit.path) from None
     text = (
@@ -96,21 +118,26 @@ def cmd_service_install(args) -> int:
         " has no network)\n"
         f"enable it: {unit.enable_hint()}"
     )
+    if manager is launchd:
+        text = (
+            f"wrote {unit.path}\nrun `trusty-memory setup` first if the model is not compiled"
+            f" yet\nstart it (now and at every login): {unit.enable_hint()}\nits log: {unit.log}"
+        )
     _print(args, data, text)
     return 0
 
 
 def cmd_service_uninstall(args) -> int:
-    from trusty_memory import service
-
     unit = _service_unit(args)
     try:
-        removed = service.uninstall(unit)
+        removed = _service_manager(args).uninstall(unit)
     except OSError as exc:
         raise _service_error(exc, unit.path) from None
     data = {"scope": unit.scope, "path": str(unit.path), "removed": removed}
     if removed:
         text = f"removed {unit.path}; if it was enabled: {unit.disable_hint()} first"
+        if _service_manager(args).__name__.endswith("launchd"):
+            text = f"removed {unit.path}; if it was loaded: {unit.disable_hint()}"
     else:
         text = f"no unit at {unit.path}"
     _print(args, data, text)
@@ -728,13 +755,24 @@ def build_parser() -> argparse.ArgumentParser:
     s = _command(sub, "logs", cmd_logs, "the daemon's log (JSON lines)")
     s.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    service = _command(sub, "service", None, "a systemd unit for this installation")
+    service = _command(
+        sub, "service", None, "a systemd unit (a launchd agent on macOS) for this installation"
+    )
     service_sub = service.add_subparsers(dest="service_command", required=True, metavar="ACTION")
     for name, fn, help in (
-        ("install", cmd_service_install, "write the systemd unit for this installation"),
-        ("uninstall", cmd_service_uninstall, "remove the unit `service install` wrote"),
+        ("install", cmd_service_install, "write the systemd unit (macOS: launchd agent)"),
+        ("uninstall", cmd_service_uninstall, "remove what `service install` wrote"),
     ):
         s = _command(service_sub, name, fn, help)
+        manager = s.add_mutually_exclusive_group()
+        manager.add_argument(
+            "--systemd", dest="manager", action="store_const", const="systemd", default=None,
+            help="a systemd unit (the default, except on macOS)",
+        )  # fmt: skip
+        manager.add_argument(
+            "--launchd", dest="manager", action="store_const", const="launchd",
+            help="a launchd agent in ~/Library/LaunchAgents (the default on macOS)",
+        )  # fmt: skip
         scope = s.add_mutually_exclusive_group()
         scope.add_argument(
             "--user", dest="scope", action="store_const", const="user", default="user",
