@@ -38,7 +38,8 @@ import zmq
 
 from trusty_memory import __version__
 from trusty_memory import protocol as p
-from trusty_memory.broker.palaces import PalaceRegistry
+from trusty_memory.broker.autoscale import Autoscaler, Load
+from trusty_memory.broker.palaces import MAX_READERS, PalaceRegistry
 from trusty_memory.broker.supervisor import Supervisor
 from trusty_memory.config import Config
 from trusty_memory.names import validate_palace_name
@@ -78,6 +79,15 @@ class WorkerRec:
         while self.answered and self.answered[0] < now - RATE_WINDOW_S:
             self.answered.popleft()
         return len(self.answered) / RATE_WINDOW_S
+
+    def answered_since(self, since: float) -> int:
+        """Requests answered after ``since`` (counted from the newest: the recent ones)."""
+        count = 0
+        for at in reversed(self.answered):
+            if at < since:
+                break
+            count += 1
+        return count
 
 
 @dataclass
@@ -158,6 +168,7 @@ class Broker:
         # Every accepted request not answered yet (with a worker or queued), by (client, id).
         self.unanswered: set[tuple[bytes, str]] = set()
         self.palaces = PalaceRegistry(config)
+        self.autoscaler = Autoscaler(config.palace)
         self.closing: dict[str, Closing] = {}  # palaces being deleted or renamed, by name
         self.supervisor = Supervisor(config, log)
         self.started = time.monotonic()
@@ -357,7 +368,7 @@ class Broker:
         A retired reader is told to stop; requests it held go back to the queue, so
         scaling down loses none of them.
         """
-        wanted = self.palaces.readers(service.name[len(p.PALACE_SERVICE_PREFIX) :])
+        wanted = self.wanted_readers(service.name[len(p.PALACE_SERVICE_PREFIX) :])
         for slot in range(1, wanted + 1):
             self.supervisor.ensure(service.name, slot)
         for child in self.supervisor.slots(service.name):
@@ -368,6 +379,35 @@ class Broker:
                     self.remove_worker(worker, crashed=False)
                 if child.running:
                     child.popen.terminate()
+
+    def wanted_readers(self, palace: str) -> int:
+        """The palace's own readers (``scale``) plus those the autoscaler added."""
+        return min(MAX_READERS, self.palaces.readers(palace) + self.autoscaler.extra(palace))
+
+    def autoscale(self, now: float) -> None:
+        """Give the autoscaler each running palace's load; apply what it changes."""
+        if not self.autoscaler.enabled:
+            return
+        window = self.config.palace.autoscale_window_s
+        loads, own = [], {}
+        for service in self.services.values():
+            if not service.name.startswith(p.PALACE_SERVICE_PREFIX) or service.writer is None:
+                continue
+            if self.closing_of(service.name) is not None:
+                continue
+            palace = service.name[len(p.PALACE_SERVICE_PREFIX) :]
+            own[palace] = self.palaces.readers(palace)
+            answered = sum(w.answered_since(now - window) for w in service.workers)
+            inflight = sum(len(w.inflight) for w in service.workers) + len(service.queue)
+            loads.append(Load(palace, len(service.workers), inflight, answered / window))
+        for palace in self.autoscaler.tick(loads, own, now):
+            self.log.info(
+                "autoscale",
+                palace=palace,
+                readers=self.wanted_readers(palace),
+                added=self.autoscaler.extra(palace),
+            )
+            self.apply_readers(self.services[p.palace_service(palace)])
 
     def worker_status(self, service: Service, w: WorkerRec, now: float) -> dict:
         info = {
@@ -396,6 +436,7 @@ class Broker:
                     "name": s.name,
                     "workers": [self.worker_status(s, w, now) for w in s.workers],
                     "queued": len(s.queue),
+                    **self.scaling_status(s.name),
                     "foreground_requests": s.foreground_requests,
                     "idle_s": round(time.monotonic() - s.last_foreground, 3),
                 }
@@ -417,6 +458,16 @@ class Broker:
                 None,
             ),
             "template": self.template_status(),
+        }
+
+    def scaling_status(self, service_name: str) -> dict:
+        """A palace's wanted readers: its own setting, and those autoscale added."""
+        if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
+            return {}
+        palace = service_name[len(p.PALACE_SERVICE_PREFIX) :]
+        return {
+            "readers_wanted": self.wanted_readers(palace),
+            "readers_autoscaled": self.autoscaler.extra(palace),
         }
 
     def template_status(self) -> dict | None:
@@ -539,6 +590,7 @@ class Broker:
         if now - self.last_heartbeat >= self.config.broker.heartbeat_s:
             self.last_heartbeat = now
             self.heartbeat_and_purge(now)
+            self.autoscale(now)
             self.stop_idle_palaces(now)
             self.exit_if_unused(now)
 
@@ -557,7 +609,7 @@ class Broker:
         return (
             not child.stopping
             and service.writer is not None
-            and child.slot <= self.palaces.readers(palace)
+            and child.slot <= self.wanted_readers(palace)
         )
 
     def expire_deadlines(self, now: float) -> None:
@@ -618,6 +670,8 @@ class Broker:
         self.running = False
 
     def disconnect_service(self, service: Service) -> None:
+        if service.name.startswith(p.PALACE_SERVICE_PREFIX):  # it wakes with its own readers
+            self.autoscaler.forget(service.name[len(p.PALACE_SERVICE_PREFIX) :])
         for worker in list(service.workers):
             child = self.supervisor.by_pid(worker.pid)
             if child is not None:

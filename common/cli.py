@@ -155,7 +155,9 @@ def cmd_status(args) -> int:
     status = _client().status()
     lines = [f"running: pid {status['pid']}, up {status['uptime_s']:.0f}s, home {status['home']}"]
     for s in status["services"]:
-        lines.append(f"  {s['name']}: queued {s['queued']}")
+        scaled = s.get("readers_autoscaled")
+        extra = f", readers {s['readers_wanted']} ({scaled} by autoscale)" if scaled else ""
+        lines.append(f"  {s['name']}: queued {s['queued']}{extra}")
         for w in s["workers"] or [{}]:
             lines.append("    " + _worker_line(w) if w else "    no workers")
     _print(args, status, "\n".join(lines))

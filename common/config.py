@@ -76,6 +76,16 @@ class PalaceSettings:
     # Reader processes per palace beside its writer (``trusty-memory scale`` sets one
     # palace's own number, kept in its palace.json).
     readers: int = 0
+    # Autoscale (``broker/autoscale.py``): above a palace's own readers, up to this many
+    # while its requests pile up, each kept only if the palace then answers more per
+    # second. 0 (or no more than ``readers``): off.
+    max_readers: int = 0
+    autoscale_up_inflight: float = 2.0  # mean requests in hand per worker that mean a queue
+    autoscale_window_s: float = 3.0  # ... held this long before a reader is added
+    autoscale_settle_s: float = 8.0  # a new reader's start, index load and one window
+    autoscale_min_gain: float = 0.10  # answered/s it must add, or it goes again ...
+    autoscale_hold_s: float = 300.0  # ... and the palace is not scaled up for this long
+    autoscale_idle_s: float = 120.0  # an added reader goes after this long quiet
     # A reader catches up with other sessions' writes at most this often (0: at every
     # batch); a session's own writes are always seen (read-your-writes).
     reader_refresh_s: float = 0.0
