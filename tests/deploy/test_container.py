@@ -34,7 +34,11 @@ REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "deploy" / "container" / "Dockerfile"
 IGNORE = REPO / "deploy" / "container" / "Dockerfile.dockerignore"
 COMPOSE = REPO / "deploy" / "compose.yaml"
-PACKAGE_DIRS = ["common", "broker", "workers", "client", "dreamer"]
+# Every folder pyproject.toml maps into the package: the image must carry each one.
+PACKAGE_DIRS = sorted(
+    set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+        .values())
+)  # fmt: skip
 SECRET_WORDS = re.compile(r"SECRET|PASSWORD|TOKEN|PRIVATE", re.I)
 
 
