@@ -120,14 +120,14 @@ def run_serve(
 
 def _daemon_is_local() -> bool:
     """Sessions relay to the MCP host of a daemon on this machine; a daemon elsewhere
-    (a ``tcp://`` frontend) is talked to directly, with the SDK in this process, and so
-    is every session when ``TRUSTY_MEMORY_SERVE_DIRECT=1`` (to rule the host out when
-    chasing a problem, and to compare the two)."""
+    (``--daemon tcp://...``, or a ``tcp://`` frontend) is talked to directly, with the
+    SDK in this process, and so is every session when ``TRUSTY_MEMORY_SERVE_DIRECT=1``
+    (to rule the host out when chasing a problem, and to compare the two)."""
     from trusty_memory.config import env_flag, load_config
 
     if env_flag("TRUSTY_MEMORY_SERVE_DIRECT"):
         return False
-    return load_config().frontend.startswith("ipc://")
+    return load_config().daemon_endpoint.startswith("ipc://")
 
 
 def _report_modules_at_exit(path: str) -> None:
