@@ -152,7 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--allow-remote", action="store_true", help="allow a non-loopback --http address"
     )
+    parser.add_argument("--daemon", metavar="ENDPOINT", help="a daemon elsewhere: tcp://HOST:PORT")
+    parser.add_argument("--server-key", metavar="Z85", help="that daemon's public key")
     args = parser.parse_args(argv)
+    if args.daemon:
+        os.environ["TRUSTY_MEMORY_DAEMON"] = args.daemon
+    if args.server_key:
+        os.environ["TRUSTY_MEMORY_SERVER_KEY"] = args.server_key
     return run_serve(palace=args.palace, http=args.http, allow_remote=args.allow_remote)
 
 
