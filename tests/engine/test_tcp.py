@@ -42,11 +42,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120):
-    """The real ``trusty-memory`` command in ``home``."""
+def cli(
+    home: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    prefix: tuple[str, ...] = (),
+):
+    """The real ``trusty-memory`` command in ``home`` (``prefix``: e.g. ``ip netns exec``)."""
     full = {**os.environ, "TRUSTY_MEMORY_HOME": str(home), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
+        [*prefix, sys.executable, "-m", "trusty_memory.cli", *args],
         env=full,
         capture_output=True,
         text=True,
@@ -58,8 +64,17 @@ def cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: floa
 class TeamDaemon(Daemon):
     """A daemon with CURVE on tcp frontend and backend; clients are other homes."""
 
-    def __init__(self, home: Path, frontend: str, backend: str, **extra_env: str) -> None:
-        super().__init__(home, extra_env)
+    def __init__(
+        self,
+        home: Path,
+        frontend: str,
+        backend: str,
+        server_prefix: tuple[str, ...] = (),
+        client_prefix: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(home)
+        # Commands that run the daemon's side / a client's side (``ip netns exec NS``).
+        self.server_prefix, self.client_prefix = server_prefix, client_prefix
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(
             f'[broker]\nfrontend = "{frontend}"\nbackend = "{backend}"\n'
@@ -101,16 +116,23 @@ class TeamDaemon(Daemon):
     def start(self, timeout: float = 90.0) -> TeamDaemon:
         log = open(self.home / "daemon-test.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trusty_memory.cli", "daemon"], env=self.env, stderr=log
+            [*self.server_prefix, sys.executable, "-m", "trusty_memory.cli", "daemon"],
+            env=self.env,
+            stderr=log,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"daemon exited: {self.log_tail()}"
-            status = cli(self.client_home, "status", env=self.client_env())
+            status = self.client_cli(self.client_home, "status")
             if status.returncode == 0:
                 return self
             time.sleep(0.2)
         raise AssertionError(f"daemon did not answer within {timeout}s: {self.log_tail()}")
+
+    def client_cli(self, home: Path, *args: str, env: dict[str, str] | None = None):
+        """``trusty-memory`` on the client side, pointed at this daemon."""
+        full = {**self.client_env(), **(env or {})}
+        return cli(home, *args, env=full, prefix=self.client_prefix)
 
     def log_lines(self, event: str) -> list[dict]:
         lines = (self.home / "daemon-test.log").read_text(errors="replace").splitlines()
@@ -320,7 +342,7 @@ class RemoteWorker:
         args += ["--palace", self.palace] + (["--reader"] if self.reader else [])
         log = open(self.home / "worker.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trusty_memory.cli", "worker", *args],
+            [*self.team.client_prefix, sys.executable, "-m", "trusty_memory.cli", "worker", *args],
             env={**os.environ, "TRUSTY_MEMORY_HOME": str(self.home)},
             stderr=log,
         )
