@@ -904,11 +904,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _keys_as_values(argv: list[str]) -> list[str]:
+    """A Z85 key may start with '-', which argparse would take for an option: after
+    ``--server-key`` such a key is joined to it (``--server-key=KEY``), and the key of
+    ``keys add NAME KEY`` gets a ``--`` before it."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if arg == "--server-key" and nxt.startswith("-") and len(nxt) == 40:
+            out.append(f"--server-key={nxt}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    if out[:2] == ["keys", "add"] and "--" not in out:
+        values = [a for a in out[2:] if not a.startswith("--") or len(a) == 40]
+        if len(values) == 2 and values[1].startswith("-"):
+            out.insert(out.index(values[1]), "--")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from trusty_memory.home import make_private
 
     make_private()  # exports, logs and a daemon this command starts: the user's alone
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_keys_as_values(sys.argv[1:] if argv is None else argv))
     _use_daemon(args)
     from trusty_memory.protocol import TrustyError
 

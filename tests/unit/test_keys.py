@@ -188,3 +188,14 @@ def test_keys_verbs(tmp_path):
     assert bad.returncode == 1 and "not a CURVE public key" in bad.stderr
     nothing = _cli(tmp_path / "empty", "keys", "show", "--client")
     assert nothing.returncode == 1 and "keys init" in nothing.stderr
+
+
+def test_keys_that_start_with_a_dash(tmp_path):
+    """About one key in 85 starts with '-': argparse must not take it for an option."""
+    dashed = "-.9@rfoNn<k2Gt^cdm6U8jUg=YGb*qtD%ULXsh$-"
+    added = _cli(tmp_path, "keys", "add", "dashed", dashed)
+    assert added.returncode == 0, added.stderr
+    assert keys.allowed_keys(tmp_path) == {dashed.encode(): "dashed"}
+    # After --server-key too: the client gets as far as its own missing key pair.
+    out = _cli(tmp_path, "status", "--daemon", "tcp://192.0.2.1:7601", "--server-key", dashed)
+    assert "no client key" in out.stdout + out.stderr, out
