@@ -103,7 +103,7 @@ def test_secret_file_overrides(tmp_path, monkeypatch):
     monkeypatch.setenv(keys.SERVER_SECRET_ENV, str(secret))
     assert keys.server_pair(tmp_path).path == secret
     monkeypatch.setenv(keys.CLIENT_SECRET_ENV, str(tmp_path / "nowhere.key_secret"))
-    with pytest.raises(p.TrustyError, match="nowhere.key_secret"):
+    with pytest.raises(p.TrustyError, match=r"nowhere\.key_secret"):
         keys.client_pair(tmp_path)
     public_only = tmp_path / "mounted" / "keys" / "server.key"
     monkeypatch.setenv(keys.CLIENT_SECRET_ENV, str(public_only))
