@@ -465,3 +465,35 @@ def test_remote_reader_serves_reads_beside_a_remote_writer(team):
             reader.proc.terminate()
             reader.proc.wait(timeout=20)
         writer.stop()
+
+
+def test_without_local_workers_palaces_wait_for_remote_ones():
+    """``TRUSTY_MEMORY_LOCAL_WORKERS=0`` (the Kubernetes layout): the broker starts no palace
+    worker; a request waits for a remote writer (its deadline answers it if none comes),
+    and one that registers serves it."""
+    frontend = f"tcp://127.0.0.1:{free_port()}"
+    backend = f"tcp://127.0.0.1:{free_port()}"
+    team = TeamDaemon(_short_tmp("tmk-"), frontend, backend)
+    team.env["TRUSTY_MEMORY_LOCAL_WORKERS"] = "0"
+    team.start()
+    worker = None
+    try:
+        with team.client() as client:
+            with pytest.raises(p.TrustyError) as waited:
+                client.call("memory_list", {}, palace="pod-palace", timeout=1.5)
+            assert waited.value.code == p.ErrorCode.TIMEOUT
+            assert "palace:pod-palace" in waited.value.message
+        worker = RemoteWorker(team, "pod-palace").start()
+        assert wait_until(lambda: remote_writer(team, "pod-palace") is not None, 60)
+        with team.client() as client:
+            stored = client.remember("pod-palace", "served from the worker's pod")
+            assert client.recall("pod-palace", "which pod").results[0].drawer_id == (
+                stored.drawer_id
+            )
+            assert client.palace_list() == ["pod-palace"]
+        spawned = [e for e in team.log_lines("spawned") if e["service"].startswith("palace:")]
+        assert spawned == []
+    finally:
+        if worker is not None:
+            worker.stop()
+        team.cleanup()
