@@ -532,6 +532,14 @@ class Broker:
             self.log.warning("remote worker refused: only palaces", service=ready.service)
             self.to_worker(identity, p.W_DISCONNECT)
             return
+        if ready.remote and ready.role == "reader" and self.spawns_locally(ready.service):
+            # Its files are a copy on another host: only beside a remote writer (whose
+            # host's files it reads), never beside a local one.
+            self.log.warning(
+                "remote reader refused: the palace is served here", service=ready.service
+            )
+            self.to_worker(identity, p.W_DISCONNECT)
+            return
         if ready.remote and ready.role == "writer":
             self.remote_palaces[ready.service] = ready.host
             for child in self.supervisor.slots(ready.service):  # local readers: not here

@@ -33,7 +33,9 @@ from tests.mcp.conftest import tool_json
 from trusty_memory import protocol as p
 from trusty_memory import transport
 from trusty_memory.client.sync import Client
-from trusty_memory.config import Config, load_config
+from trusty_memory.config import Config, PalaceSettings, load_config
+from trusty_memory.workers.embedding import DIM
+from trusty_memory.workers.store import PalaceStore
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -497,3 +499,29 @@ def test_without_local_workers_palaces_wait_for_remote_ones():
         if worker is not None:
             worker.stop()
         team.cleanup()
+
+
+def test_a_remote_reader_of_a_palace_served_here_is_refused(team):
+    with team.client() as client:
+        client.palace_create("served-here")
+        client.remember("served-here", "a local writer holds this")
+    reader = RemoteWorker(team, "served-here", reader=True)
+    # A copy of the palace in the reader's home (what a reader opens), made by the store.
+    directory = reader.home / "palaces" / "served-here"
+    directory.mkdir(parents=True)
+    (directory / "palace.json").write_text('{"name": "served-here"}')
+    PalaceStore.open(directory, "served-here", PalaceSettings(), dim=DIM).close()
+    reader.start()
+    try:
+        assert wait_until(
+            lambda: any(
+                e["service"] == "palace:served-here"
+                for e in team.log_lines("remote reader refused: the palace is served here")
+            ),
+            60,
+        )
+        with team.client() as client:
+            services = {s["name"]: s for s in client.status()["services"]}
+        assert not any(w["remote"] for w in services["palace:served-here"]["workers"])
+    finally:
+        reader.stop()
