@@ -9,6 +9,7 @@ network drop, which needs a link to take down.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -20,9 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from tests.conftest import _short_tmp
 from tests.engine.test_tcp import RemoteWorker, TeamDaemon, wait_until
+from tests.mcp.conftest import tool_json
 
 SUBNET = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
 
@@ -230,3 +234,44 @@ def test_a_client_carries_on_after_the_network_drops(net, team):
     assert times[-1] > resumed_at + 2.0
     missing = set(ok) - _stored_ids(team, "dropped")
     assert not missing, f"{len(missing)} acknowledged writes lost"
+
+
+def test_mcp_serve_across_the_link_rides_out_a_drop(net, team):
+    """``serve --daemon`` in the client's namespace, driven by the MCP SDK: tool calls
+    across the link, and one issued while the link is down is answered once it is back."""
+    if not net.client_link:
+        pytest.skip("no link to take down on the loopback fallback")
+
+    async def go() -> None:
+        params = StdioServerParameters(
+            command=net.client_prefix[0],
+            args=[*net.client_prefix[1:], sys.executable, "-m", "trusty_memory.cli", "serve",
+                  "--palace", "veth-mcp", "--daemon", team.frontend,
+                  "--server-key", team.server_key],
+            env={**os.environ, "TRUSTY_MEMORY_HOME": str(team.client_home)},
+        )  # fmt: skip
+        with open(team.client_home / "serve-stderr.log", "a") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as s,
+            ):
+                await s.initialize()
+                stored = tool_json(
+                    await s.call_tool("memory_remember", {"text": "the link may drop"})
+                )
+                await asyncio.to_thread(net.link, False)
+                recall = asyncio.create_task(
+                    s.call_tool("memory_recall", {"query": "what may drop"})
+                )
+                await asyncio.sleep(7.0)  # past the heartbeat timeout
+                assert not recall.done()
+                await asyncio.to_thread(net.link, True)
+                hits = tool_json(await asyncio.wait_for(recall, 60))["results"]
+                assert hits[0]["drawer_id"] == stored["drawer_id"]
+                after = tool_json(await s.call_tool("palace_list", {}))
+                assert "veth-mcp" in after["palaces"]
+
+    try:
+        asyncio.run(go())
+    finally:
+        net.link(up=True)
