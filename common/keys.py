@@ -21,6 +21,7 @@ Z85 key, works as it is).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -50,6 +51,21 @@ class KeyPair:
 
 def _error(message: str) -> p.TrustyError:
     return p.TrustyError(p.ErrorCode.INVALID_PARAMS, message)
+
+
+def _writing(fn):
+    """A file system error while changing keys (a read-only secret mount, a full disk)
+    as one clear error, not a traceback."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except OSError as exc:
+            where = f" {exc.filename}" if exc.filename else ""
+            raise _error(f"keys: cannot write{where}: {exc.strerror or exc}") from None
+
+    return wrapped
 
 
 def keys_dir(home: Path) -> Path:
@@ -91,6 +107,7 @@ def _private_dir(path: Path) -> None:
     os.chmod(path, stat.S_IRWXU)
 
 
+@_writing
 def init(home: Path) -> dict:
     """Create the server and client key pairs that are missing; the public keys (Z85)."""
     import zmq.auth
@@ -152,6 +169,7 @@ def _read_public(path: Path) -> bytes:
         return check_public_key(path.read_text())
 
 
+@_writing
 def add(home: Path, name: str, public_key: str) -> dict:
     """Allow ``public_key`` in under ``name`` (replacing a key of that name)."""
     check_name(name)
@@ -169,6 +187,7 @@ def add(home: Path, name: str, public_key: str) -> dict:
     return {"name": name, "key": key.decode(), "status": "allowed", "path": str(path)}
 
 
+@_writing
 def revoke(home: Path, name: str) -> dict:
     """Move ``name``'s key to ``revoked/``: refused from the next connection on."""
     check_name(name)

@@ -199,3 +199,16 @@ def test_keys_that_start_with_a_dash(tmp_path):
     # After --server-key too: the client gets as far as its own missing key pair.
     out = _cli(tmp_path, "status", "--daemon", "tcp://192.0.2.1:7601", "--server-key", dashed)
     assert "no client key" in out.stdout + out.stderr, out
+
+
+def test_a_read_only_allowed_folder_is_a_clear_error(tmp_path, monkeypatch):
+    if os.geteuid() == 0:  # root writes through file modes: make the folder a file instead
+        mount = tmp_path / "not-a-folder"
+        mount.write_text("")
+    else:
+        mount = tmp_path / "mount"
+        mount.mkdir(mode=0o500)
+    monkeypatch.setenv(keys.CLIENT_KEYS_ENV, str(mount))
+    key = keys.init(tmp_path / "laptop")["client"]
+    with pytest.raises(p.TrustyError, match="keys: cannot write"):
+        keys.add(tmp_path, "laptop", key)
