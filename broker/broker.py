@@ -24,11 +24,23 @@ queued for it are answered with that error; its workers are told to stop, answer
 they already hold (their replies are relayed as usual) and exit; then the directory moves
 and the caller is answered. Workers that have not exited after ``[broker] close_grace_s``
 are killed; what they held is answered with the same error.
+
+Remote workers (``trusty-memory worker --broker tcp://...``) register on the backend like
+local ones, marked ``remote``: the broker routes to them the same way but never starts,
+signals or idles them out, and spawns no local worker (writer or reader) for a palace a
+remote writer has served since this daemon started, nor for any palace with ``[broker]
+local_workers = false``: requests for such a palace wait in its queue (to their deadline)
+until a remote writer registers. A remote worker that dies or loses the network is found
+by the backend's heartbeats (an unroutable send, or its silence); what it held is sent
+again to another worker or, after a second loss, answered with an error. Remote workers
+reach the embedder through the backend itself (see ``protocol``): such a request's client
+identity is marked (``BACKEND_CLIENT``) so its answer goes back out of the backend.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -36,7 +48,7 @@ from typing import Any
 
 import zmq
 
-from trusty_memory import __version__
+from trusty_memory import __version__, transport
 from trusty_memory import protocol as p
 from trusty_memory.broker.autoscale import Autoscaler, Load
 from trusty_memory.broker.palaces import MAX_READERS, PalaceRegistry
@@ -48,6 +60,9 @@ TICK_S = 0.05
 MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported
 RATE_WINDOW_S = 10.0
 RATE_WINDOW_MAX = 100_000
+# Prefix of the client identity of a request that came in on the backend (a remote
+# worker's embed): frontend identities are ZeroMQ's, 0x00 then four bytes.
+BACKEND_CLIENT = b"\xffB"
 
 
 @dataclass
@@ -72,6 +87,8 @@ class WorkerRec:
     last_seen: float
     inflight: dict[tuple[bytes, str], Pending] = field(default_factory=dict)
     seq: int = 0  # the palace change-log seq it has applied (palace workers)
+    remote: bool = False  # on another host: not our child (see the module's docstring)
+    host: str = ""
     answered: deque[float] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW_MAX))
 
     def rate(self, now: float) -> float:
@@ -155,10 +172,17 @@ class Broker:
         self.ctx = zmq.Context.instance()
         self.frontend = self.ctx.socket(zmq.ROUTER)
         self.backend = self.ctx.socket(zmq.ROUTER)
-        for sock, endpoint in ((self.frontend, config.frontend), (self.backend, config.backend)):
+        endpoints = ((self.frontend, config.frontend), (self.backend, config.backend))
+        curve = [transport.check_bind(e, config.broker.insecure) for _, e in endpoints]
+        # ZeroMQ asks the authenticator about every CURVE connection: start it first.
+        self.auth = transport.start_authenticator(self.ctx, config, log) if any(curve) else None
+        for sock, endpoint in endpoints:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            mode = transport.secure_bind(sock, endpoint, config)
             sock.bind(endpoint)
+            if mode != "ipc":
+                log.info("listening on tcp", endpoint=endpoint, security=mode)
         self.poller = zmq.Poller()
         self.poller.register(self.frontend, zmq.POLLIN)
         self.poller.register(self.backend, zmq.POLLIN)
@@ -169,9 +193,12 @@ class Broker:
         self.unanswered: set[tuple[bytes, str]] = set()
         self.palaces = PalaceRegistry(config)
         self.autoscaler = Autoscaler(config.palace)
+        # Palaces a remote writer has served since start: the broker never spawns for them.
+        self.remote_palaces: dict[str, str] = {}  # service name -> the writer's host
         self.closing: dict[str, Closing] = {}  # palaces being deleted or renamed, by name
         self.supervisor = Supervisor(config, log)
         self.started = time.monotonic()
+        self.hostname = socket.gethostname()
         self.last_heartbeat = 0.0
         self.running = True
         # A daemon a client started leaves once clients stop asking (run_daemon sets it).
@@ -181,7 +208,7 @@ class Broker:
     # -- the loop ----------------------------------------------------------------
 
     def mediate(self) -> None:
-        if self.supervisor.template is not None:
+        if self.supervisor.template is not None and self.config.broker.local_workers:
             self.supervisor.template.start()  # ready by the time a palace is first asked for
         for slot in range(self.config.embedder.pool_size):
             self.supervisor.ensure(p.EMBEDDER_SERVICE, slot)
@@ -271,8 +298,15 @@ class Broker:
             )
         self.unanswered.add((client, req.id))
         service.queue.append(pending)
-        if name != p.EMBEDDER_SERVICE:
+        if name != p.EMBEDDER_SERVICE and self.spawns_locally(name):
             self.supervisor.ensure(name)
+
+    def spawns_locally(self, service: str) -> bool:
+        """Whether this broker starts processes for ``service``: not for a palace served
+        by remote workers (one has registered, or ``local_workers`` is off)."""
+        if not service.startswith(p.PALACE_SERVICE_PREFIX):
+            return True
+        return self.config.broker.local_workers and service not in self.remote_palaces
 
     def service(self, name: str) -> Service:
         if name not in self.services:
@@ -309,8 +343,11 @@ class Broker:
         self.reply(pending.client, frame)
 
     def reply(self, client: bytes, frame: bytes) -> None:
+        sock = self.frontend
+        if client.startswith(BACKEND_CLIENT):  # a remote worker's own request
+            sock, client = self.backend, client[len(BACKEND_CLIENT) :]
         try:
-            self.frontend.send_multipart([client, frame], zmq.NOBLOCK)
+            sock.send_multipart([client, frame], zmq.NOBLOCK)
         except zmq.ZMQError as exc:  # the client went away; nothing to do
             self.log.debug("reply undeliverable", error=str(exc))
 
@@ -320,7 +357,9 @@ class Broker:
         if req.method == "status":
             return self.status()
         if req.method == "palace_list":
-            return {"palaces": [n for n in self.palaces.names() if n not in self.closing]}
+            remote = [s[len(p.PALACE_SERVICE_PREFIX) :] for s in self.remote_palaces]
+            names = sorted(set(self.palaces.names()) | set(remote))
+            return {"palaces": [n for n in names if n not in self.closing]}
         if req.method == "palace_archived":
             return {"palaces": self.palaces.archived()}
         params = p.decode_params(req.method, req.params)
@@ -338,9 +377,15 @@ class Broker:
         if closing is not None:
             message = f"palace not found: {name} (being {closing.gone})"
             raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, message)
-        if not self.palaces.exists(name):
+        if not self.palaces.exists(name) and not self.served_remotely(name):
             raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
         return name
+
+    def served_remotely(self, palace: str) -> bool:
+        """A palace whose files are on a remote worker's host (one registered for it), or
+        any palace when every palace is remote (``local_workers`` off)."""
+        service = p.palace_service(palace)
+        return service in self.remote_palaces or not self.config.broker.local_workers
 
     def check_free(self, name: str) -> None:
         """Refuse to move a palace to ``name`` when a palace has it, its directory is in
@@ -358,7 +403,7 @@ class Broker:
         """Keep ``readers`` reader processes for ``palace`` from now on (and across restarts)."""
         self.palaces.set_readers(palace, readers)
         service = self.services.get(p.palace_service(palace))
-        if service is not None and service.writer is not None:
+        if service is not None and service.writer is not None and self.spawns_locally(service.name):
             self.apply_readers(service)
         return {"palace": palace, "readers": readers, "status": "scaled"}
 
@@ -374,7 +419,7 @@ class Broker:
         for child in self.supervisor.slots(service.name):
             if child.slot > wanted and not child.stopping:
                 child.stopping = True
-                for worker in [w for w in service.workers if w.pid == child.pid]:
+                for worker in [w for w in service.workers if w.pid == child.pid and not w.remote]:
                     self.to_worker(worker.identity, p.W_DISCONNECT)
                     self.remove_worker(worker, crashed=False)
                 if child.running:
@@ -393,8 +438,8 @@ class Broker:
         for service in self.services.values():
             if not service.name.startswith(p.PALACE_SERVICE_PREFIX) or service.writer is None:
                 continue
-            if self.closing_of(service.name) is not None:
-                continue
+            if self.closing_of(service.name) is not None or not self.spawns_locally(service.name):
+                continue  # a palace served by remote workers is scaled on their hosts
             palace = service.name[len(p.PALACE_SERVICE_PREFIX) :]
             own[palace] = self.palaces.readers(palace)
             answered = sum(w.answered_since(now - window) for w in service.workers)
@@ -413,9 +458,11 @@ class Broker:
         info = {
             "pid": w.pid,
             "role": w.role,
+            "host": w.host,
+            "remote": w.remote,
             "inflight": len(w.inflight),
             "requests_per_s": round(w.rate(now), 2),
-            "rss_mb": rss_mb(w.pid),
+            "rss_mb": None if w.remote else rss_mb(w.pid),
         }
         if service.name.startswith(p.PALACE_SERVICE_PREFIX):
             writer = service.writer
@@ -430,7 +477,9 @@ class Broker:
             "version": __version__,
             "uptime_s": round(time.monotonic() - self.started, 3),
             "home": str(self.config.home),
+            "host": self.hostname,
             "frontend": self.config.frontend,
+            "backend": self.config.backend,
             "services": [
                 {
                     "name": s.name,
@@ -489,6 +538,10 @@ class Broker:
             self.log.warning("dropped worker message with bad framing", frames=len(frames))
             return
         identity, command = frames[0], frames[1]
+        if len(frames) == 2 and command[:1] not in p.W_COMMANDS:
+            # A worker's own request (a remote worker's embed): answered on the backend.
+            self.on_client_message([BACKEND_CLIENT + identity, command])
+            return
         worker = self.workers.get(identity)
         if worker is not None:
             worker.last_seen = time.monotonic()
@@ -520,14 +573,45 @@ class Broker:
             return
         service = self.service(ready.service)
         if ready.role == "writer" and any(w.role == "writer" for w in service.workers):
-            self.log.warning("second writer refused", service=ready.service, pid=ready.pid)
+            self.log.warning(
+                "second writer refused", service=ready.service, pid=ready.pid, host=ready.host
+            )
             self.to_worker(identity, p.W_DISCONNECT)
             return
+        palace = ready.service.startswith(p.PALACE_SERVICE_PREFIX)
+        if ready.remote and not palace:
+            self.log.warning("remote worker refused: only palaces", service=ready.service)
+            self.to_worker(identity, p.W_DISCONNECT)
+            return
+        if ready.remote and ready.role == "reader" and self.spawns_locally(ready.service):
+            # Its files are a copy on another host: only beside a remote writer (whose
+            # host's files it reads), never beside a local one.
+            self.log.warning(
+                "remote reader refused: the palace is served here", service=ready.service
+            )
+            self.to_worker(identity, p.W_DISCONNECT)
+            return
+        if ready.remote and ready.role == "writer":
+            self.remote_palaces[ready.service] = ready.host
+            for child in self.supervisor.slots(ready.service):  # local readers: not here
+                if child.running:
+                    child.stopping = True
+                    child.popen.terminate()
+                else:
+                    self.supervisor.forget(child)
         worker = WorkerRec(identity, ready.service, ready.role, ready.pid, time.monotonic())
+        worker.remote, worker.host = ready.remote, ready.host or self.hostname
         self.workers[identity] = worker
         service.workers.append(worker)
-        self.log.info("worker ready", service=ready.service, role=ready.role, worker_pid=ready.pid)
-        if ready.role == "writer" and service.name.startswith(p.PALACE_SERVICE_PREFIX):
+        self.log.info(
+            "worker ready",
+            service=ready.service,
+            role=ready.role,
+            worker_pid=ready.pid,
+            host=worker.host,
+            remote=worker.remote,
+        )
+        if ready.role == "writer" and palace and self.spawns_locally(service.name):
             self.apply_readers(service)
         self.flush_queue(service)
 
@@ -577,7 +661,8 @@ class Broker:
     def housekeeping(self) -> None:
         now = time.monotonic()
         for child in self.supervisor.reap():
-            for worker in [w for w in self.workers.values() if w.pid == child.last_pid]:
+            gone = [w for w in self.workers.values() if w.pid == child.last_pid and not w.remote]
+            for worker in gone:
                 self.remove_worker(worker, crashed=not child.stopping)
             if self.wanted_back(child):
                 self.supervisor.schedule_restart(child)
@@ -600,7 +685,7 @@ class Broker:
         slot is still wanted (not retired by ``scale``, not stopped with the palace)."""
         if child.service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE, p.MCP_HOST_SERVICE):
             return True
-        if self.closing_of(child.service) is not None:
+        if self.closing_of(child.service) is not None or not self.spawns_locally(child.service):
             return False
         service = self.service(child.service)
         if child.slot == 0:
@@ -640,12 +725,17 @@ class Broker:
                     "worker silent; presumed dead", service=worker.service, pid=worker.pid
                 )
                 self.remove_worker(worker, crashed=True)
-                child = self.supervisor.by_pid(worker.pid)
+                child = None if worker.remote else self.supervisor.by_pid(worker.pid)
                 if child is not None:
                     self.supervisor.kill(worker.pid)
                 continue
             if not self.to_worker(worker.identity, p.W_HEARTBEAT):
-                self.log.warning("worker unreachable; presumed dead", service=worker.service)
+                self.log.warning(
+                    "worker unreachable; presumed dead",
+                    service=worker.service,
+                    host=worker.host,
+                    remote=worker.remote,
+                )
                 self.remove_worker(worker, crashed=True)
 
     def stop_idle_palaces(self, now: float) -> None:
@@ -655,6 +745,8 @@ class Broker:
                 continue
             if self.closing_of(service.name) is not None:
                 continue
+            if service.name in self.remote_palaces:
+                continue  # not ours to stop: nothing here could start it again
             if service.workers and now - service.last_used > idle_s:
                 self.log.info("stopping idle palace", service=service.name)
                 self.disconnect_service(service)
@@ -673,7 +765,7 @@ class Broker:
         if service.name.startswith(p.PALACE_SERVICE_PREFIX):  # it wakes with its own readers
             self.autoscaler.forget(service.name[len(p.PALACE_SERVICE_PREFIX) :])
         for worker in list(service.workers):
-            child = self.supervisor.by_pid(worker.pid)
+            child = None if worker.remote else self.supervisor.by_pid(worker.pid)
             if child is not None:
                 child.stopping = True
             self.to_worker(worker.identity, p.W_DISCONNECT)
@@ -686,6 +778,12 @@ class Broker:
         now on, stop its workers, and move it once they have exited (``advance_closing``)."""
         params = p.decode_params(req.method, req.params)
         name = self.check_open(validate_palace_name(params.name))
+        if (host := self.remote_palaces.get(p.palace_service(name))) is not None:
+            raise p.TrustyError(
+                p.ErrorCode.INVALID_PARAMS,
+                f"{req.method}: palace {name} is served by a remote worker on {host}, which"
+                " owns its files: stop that worker and move the palace on its host",
+            )
         if req.method == "palace_rename":
             if params.new_name == name:
                 raise p.TrustyError(
@@ -744,7 +842,7 @@ class Broker:
             self.supervisor.kill(child.pid)  # reaped next turn; what they held is answered
         ours = {c.pid for c in running}
         for worker in workers:
-            if worker.pid not in ours:  # not our child: forget it, answer what it held
+            if worker.pid not in ours or worker.remote:  # not our child: forget it, answer it
                 self.remove_worker(worker, crashed=True)
 
     def finish_closing(self, closing: Closing) -> None:
@@ -799,3 +897,5 @@ class Broker:
             self.finish_closing(closing)
         self.frontend.close(linger=0)
         self.backend.close(linger=0)
+        if self.auth is not None:
+            self.auth.stop()

@@ -25,7 +25,8 @@ import sys
 import time
 from dataclasses import replace
 
-from trusty_memory import __version__, home
+from trusty_memory import __version__, home, keys, transport
+from trusty_memory import protocol as p
 from trusty_memory.broker.broker import Broker
 from trusty_memory.config import Config, load_config
 from trusty_memory.logs import setup_logging
@@ -38,6 +39,13 @@ def pin_endpoints(config: Config) -> Config:
     os.environ["TRUSTY_MEMORY_BROKER_FRONTEND"] = broker.frontend
     os.environ["TRUSTY_MEMORY_BROKER_BACKEND"] = broker.backend
     os.environ[home.PARENT_ENV] = str(os.getpid())  # children stop once we are gone
+    # Our own actors are clients of this daemon, never of a ``[client] daemon`` elsewhere;
+    # over CURVE they sign in with the daemon's key pair, which the key gate lets in.
+    os.environ["TRUSTY_MEMORY_DAEMON"] = broker.frontend
+    if any(transport.check_bind(e, broker.insecure) for e in (broker.frontend, broker.backend)):
+        pair = keys.server_pair(config.home)
+        os.environ[keys.CLIENT_SECRET_ENV] = str(pair.path)
+        os.environ["TRUSTY_MEMORY_SERVER_KEY"] = pair.public.decode()
     return replace(config, broker=broker)
 
 
@@ -111,8 +119,14 @@ def run_daemon(
             paths=len(loosened),
             example=str(loosened[0]),
         )
-    config = pin_endpoints(config)
-    broker = Broker(config, log)
+    try:
+        config = pin_endpoints(config)
+        broker = Broker(config, log)
+    except p.TrustyError as exc:  # plain tcp refused, no server key: one line, no traceback
+        log.error("cannot listen", error=exc.message)
+        print(f"trusty-memory: {exc.message}", file=sys.stderr)
+        os.close(lock_fd)
+        return 2
     if client_started and config.daemon.idle_exit_s > 0:
         broker.idle_exit_s = config.daemon.idle_exit_s
     pid = os.getpid()

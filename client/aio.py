@@ -17,6 +17,7 @@ import zmq
 import zmq.asyncio
 
 from trusty_memory import protocol as p
+from trusty_memory import transport
 from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_local
 from trusty_memory.client.sync import POLL_SLICE_S, SeqTracker, prepare_params
 from trusty_memory.config import Config, load_config
@@ -28,6 +29,7 @@ class AsyncClient:
         self.autostart = autostart
         self.ctx = zmq.asyncio.Context.instance()
         self.socket: zmq.asyncio.Socket | None = None
+        self.link: transport.LinkWatch | None = None  # tcp: drops and refusals
         self.pid: int | None = None
         self.seqs = SeqTracker()  # read-your-writes, per palace (see client/sync.py)
         self.generation = 0
@@ -50,6 +52,9 @@ class AsyncClient:
         if self.socket is not None:
             self.socket.close(linger=0)
             self.socket = None
+        if self.link is not None:
+            self.link.close()
+            self.link = None
 
     async def _connect(self, seen_generation: int) -> None:
         """(Re)open the socket unless another call already did since ``seen_generation``."""
@@ -59,9 +64,13 @@ class AsyncClient:
             if self.autostart:
                 await asyncio.to_thread(ensure_daemon, self.config)
             await self.close()
+            endpoint = frontend(self.config) or self.config.daemon_endpoint
             self.socket = self.ctx.socket(zmq.DEALER)
             self.socket.setsockopt(zmq.LINGER, 0)
-            self.socket.connect(frontend(self.config) or self.config.frontend)
+            transport.secure_connect(self.socket, endpoint, self.config)
+            if transport.is_tcp(endpoint):
+                self.link = transport.LinkWatch(self.socket, endpoint)
+            self.socket.connect(endpoint)
             self.pid = daemon_pid(self.config) if is_local(self.config) else None
             self.generation += 1
             self.reader = asyncio.create_task(self._read(self.socket))
@@ -79,6 +88,16 @@ class AsyncClient:
 
     def _daemon_replaced(self) -> bool:
         return is_local(self.config) and daemon_pid(self.config) != self.pid
+
+    def _link_back(self) -> bool:
+        """tcp: True when the connection came back after a drop (what was sent before it
+        may be lost: send it again). A key the daemon refuses is an error at once."""
+        if self.link is None:
+            return False
+        back = self.link.poll()
+        if self.link.refused is not None:
+            raise p.TrustyError(p.ErrorCode.NO_WORKER, self.link.refused)
+        return back
 
     async def call(
         self,
@@ -103,6 +122,8 @@ class AsyncClient:
         self.waiting[rid] = fut
         try:
             sent_generation = self.generation
+            if self.link is not None:
+                self.link.poll()  # a drop and return before this request: no reason to resend
             await self.socket.send(frame)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + wait_s
@@ -112,7 +133,7 @@ class AsyncClient:
                     resp = fut.result()
                     self.seqs.note(palace, resp)
                     return p.unwrap(resp)
-                if self._daemon_replaced():
+                if self._daemon_replaced() or self._link_back():
                     await self._connect(sent_generation)
                 if self.generation != sent_generation:
                     sent_generation = self.generation

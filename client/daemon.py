@@ -7,6 +7,10 @@ answers; the rest then find it answering), and the daemon itself holds ``daemon.
 for its life, so even a starter that raced past the first lock cannot produce a second
 daemon. A local client connects wherever the home's record says the daemon listens
 (``trusty_memory.home``), not where its own environment would put the sockets.
+
+A daemon elsewhere (``[client] daemon``, ``TRUSTY_MEMORY_DAEMON``, ``--daemon``: a
+``tcp://`` endpoint) is never started from here; clients connect with CURVE
+(``transport.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 
 import zmq
 
-from trusty_memory import home
+from trusty_memory import home, transport
 from trusty_memory import protocol as p
 from trusty_memory.client.spawn import spawn_daemon
 from trusty_memory.config import Config
@@ -29,7 +33,7 @@ class DaemonUnavailable(p.TrustyError):
 
 
 def is_local(config: Config) -> bool:
-    return config.frontend.startswith("ipc://")
+    return config.daemon_endpoint.startswith("ipc://")
 
 
 def daemon_pid(config: Config) -> int | None:
@@ -42,39 +46,57 @@ def frontend(config: Config) -> str | None:
     """Where to reach the daemon: the live local daemon's recorded socket (None if there
     is none), or the configured endpoint of a remote one."""
     if not is_local(config):
-        return config.frontend
+        return config.daemon_endpoint
     record = home.live_daemon(config.home)
     return record.frontend if record else None
 
 
 def ping(config: Config, timeout_s: float = 1.0) -> bool:
     """True if a broker answers ``ping`` on the frontend within ``timeout_s``."""
+    return reach(config, timeout_s) is None
+
+
+def reach(config: Config, timeout_s: float = 1.0) -> str | None:
+    """None if a broker answers ``ping`` within ``timeout_s``; else why not, in words
+    (over tcp, a daemon that refused this client's key says so at once)."""
     endpoint = frontend(config)
     if endpoint is None:
-        return False
+        return f"no daemon runs for {config.home}"
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
+    link = None
     try:
+        transport.secure_connect(sock, endpoint, config)
+        # Watch before connecting: the first handshake's refusal is the one to catch.
+        link = transport.LinkWatch(sock, endpoint) if transport.is_tcp(endpoint) else None
         sock.connect(endpoint)
         rid, frame = p.encode_request("ping")
         sock.send(frame)
         deadline = time.monotonic() + timeout_s
         while (remaining := deadline - time.monotonic()) > 0:
-            if sock.poll(int(remaining * 1000) + 1):
+            if sock.poll(int(min(remaining, 0.05) * 1000) + 1):
                 resp = p.decode_response(sock.recv())
                 if resp.id == rid:
-                    return resp.ok
-        return False
+                    return None if resp.ok else f"{endpoint}: {resp.error.message}"
+            if link is not None:
+                link.poll()
+                if link.refused is not None:
+                    return link.refused
+        return f"no daemon answers at {endpoint}"
     finally:
         sock.close(linger=0)
+        if link is not None:
+            link.close()
 
 
 def ensure_daemon(config: Config, timeout_s: float = 30.0) -> None:
     """Return once a daemon answers, starting one if needed."""
+    if not is_local(config):
+        if (why := reach(config, 2.0)) is not None:
+            raise DaemonUnavailable(why)
+        return
     if ping(config, 0.5):
         return
-    if not is_local(config):
-        raise DaemonUnavailable(f"no daemon answers at {config.frontend}")
     config.ensure_dirs()
     with os.fdopen(os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600), "r+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -120,14 +120,14 @@ def run_serve(
 
 def _daemon_is_local() -> bool:
     """Sessions relay to the MCP host of a daemon on this machine; a daemon elsewhere
-    (a ``tcp://`` frontend) is talked to directly, with the SDK in this process, and so
-    is every session when ``TRUSTY_MEMORY_SERVE_DIRECT=1`` (to rule the host out when
-    chasing a problem, and to compare the two)."""
+    (``--daemon tcp://...``, or a ``tcp://`` frontend) is talked to directly, with the
+    SDK in this process, and so is every session when ``TRUSTY_MEMORY_SERVE_DIRECT=1``
+    (to rule the host out when chasing a problem, and to compare the two)."""
     from trusty_memory.config import env_flag, load_config
 
     if env_flag("TRUSTY_MEMORY_SERVE_DIRECT"):
         return False
-    return load_config().frontend.startswith("ipc://")
+    return load_config().daemon_endpoint.startswith("ipc://")
 
 
 def _report_modules_at_exit(path: str) -> None:
@@ -152,7 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--allow-remote", action="store_true", help="allow a non-loopback --http address"
     )
+    parser.add_argument("--daemon", metavar="ENDPOINT", help="a daemon elsewhere: tcp://HOST:PORT")
+    parser.add_argument("--server-key", metavar="Z85", help="that daemon's public key")
     args = parser.parse_args(argv)
+    if args.daemon:
+        os.environ["TRUSTY_MEMORY_DAEMON"] = args.daemon
+    if args.server_key:
+        os.environ["TRUSTY_MEMORY_SERVER_KEY"] = args.server_key
     return run_serve(palace=args.palace, http=args.http, allow_remote=args.allow_remote)
 
 

@@ -24,6 +24,7 @@ import msgspec
 import zmq
 
 from trusty_memory import protocol as p
+from trusty_memory import transport
 from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_local
 from trusty_memory.config import Config, load_config
 
@@ -58,13 +59,22 @@ class SeqTracker:
 
 class Client:
     def __init__(
-        self, config: Config | None = None, *, autostart: bool = True, background: bool = False
+        self,
+        config: Config | None = None,
+        *,
+        autostart: bool = True,
+        background: bool = False,
+        endpoint: str | None = None,
     ) -> None:
         self.config = config or load_config()
         self.autostart = autostart
+        # A broker socket to use instead of the daemon's frontend (a remote worker's
+        # backend: ``workers/palace.py``).
+        self.endpoint = endpoint
         self.background = background  # the daemon's own traffic (see protocol.Request)
         self.ctx = zmq.Context.instance()
         self.socket: zmq.Socket | None = None
+        self.link: transport.LinkWatch | None = None  # tcp: drops and refusals
         self.pid: int | None = None
         self.seqs = SeqTracker()
 
@@ -78,18 +88,29 @@ class Client:
         if self.socket is not None:
             self.socket.close(linger=0)
             self.socket = None
+        if self.link is not None:
+            self.link.close()
+            self.link = None
 
     def _connect(self) -> None:
-        if self.autostart:
+        if self.autostart and self.endpoint is None:
             ensure_daemon(self.config)
         self.close()
+        endpoint = self.endpoint or frontend(self.config) or self.config.daemon_endpoint
         self.socket = self.ctx.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.connect(frontend(self.config) or self.config.frontend)
-        self.pid = daemon_pid(self.config) if is_local(self.config) else None
+        transport.secure_connect(self.socket, endpoint, self.config)
+        self.link = (
+            transport.LinkWatch(self.socket, endpoint) if transport.is_tcp(endpoint) else None
+        )
+        self.socket.connect(endpoint)
+        self.pid = daemon_pid(self.config) if self._local() else None
+
+    def _local(self) -> bool:
+        return self.endpoint is None and is_local(self.config)
 
     def _daemon_replaced(self) -> bool:
-        return is_local(self.config) and daemon_pid(self.config) != self.pid
+        return self._local() and daemon_pid(self.config) != self.pid
 
     def call(
         self,
@@ -113,6 +134,8 @@ class Client:
         )
         if self.socket is None:
             self._connect()
+        if self.link is not None:
+            self.link.poll()  # a drop and return before this request is no reason to resend it
         self.socket.send(frame)
         deadline = time.monotonic() + wait_s
         while (remaining := deadline - time.monotonic()) > 0:
@@ -122,11 +145,23 @@ class Client:
                     self.seqs.note(palace, resp)
                     return p.unwrap(resp)
                 continue  # a late answer to an earlier, abandoned request
-            if self._daemon_replaced():
+            if self._daemon_replaced() or self._link_back():
                 self._connect()  # restarts the daemon if allowed, fresh socket
                 self.socket.send(frame)
         self.close()  # a lost request must not leave its answer in the next call's way
         raise p.TrustyError(p.ErrorCode.TIMEOUT, f"{method}: no answer within {wait_s:.1f}s")
+
+    def _link_back(self) -> bool:
+        """tcp: True when the connection came back after a drop (what was sent before it
+        may be lost: send it again). A key the daemon refuses is an error at once."""
+        if self.link is None:
+            return False
+        back = self.link.poll()
+        if self.link.refused is not None:
+            refused = self.link.refused
+            self.close()
+            raise p.TrustyError(p.ErrorCode.NO_WORKER, refused)
+        return back
 
     # -- typed helpers -------------------------------------------------------------
 

@@ -41,6 +41,8 @@ def cmd_ui(args) -> int:
 def cmd_daemon(args) -> int:
     from trusty_memory.broker.daemon import run_daemon
 
+    if args.insecure:
+        os.environ["TRUSTY_MEMORY_BROKER_INSECURE"] = "1"
     return run_daemon(take_over_home=args.take_over)
 
 
@@ -51,6 +53,78 @@ def _service_manager(args):
 
     manager = args.manager or ("launchd" if sys.platform == "darwin" else "systemd")
     return launchd if manager == "launchd" else service
+
+
+def cmd_worker(args) -> int:
+    from trusty_memory.workers.remote import run_remote_worker
+
+    os.environ["TRUSTY_MEMORY_BROKER_BACKEND"] = args.broker
+    return run_remote_worker(args.palace, reader=args.reader)
+
+
+def _home():
+    from trusty_memory.config import load_config
+
+    return load_config().home
+
+
+def cmd_keys_init(args) -> int:
+    from trusty_memory import keys
+
+    data = keys.init(_home())
+    made = ", ".join(data["created"]) or "none (both existed)"
+    text = (
+        f"keys in {data['directory']} (created: {made})\n"
+        f"server public key: {data['server']}\n"
+        f"client public key: {data['client']}"
+    )
+    _print(args, data, text)
+    return 0
+
+
+def cmd_keys_show(args) -> int:
+    from trusty_memory import keys
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    data = keys.show(_home())
+    only = "server" if args.server else "client" if args.client else None
+    if only is not None:
+        if data[only] is None:
+            raise TrustyError(
+                ErrorCode.INVALID_PARAMS, f"no {only} key: run `trusty-memory keys init` first"
+            )
+        _print(args, {only: data[only]}, data[only])
+        return 0
+    text = "\n".join(
+        f"{name} public key: {key or '(none: keys init)'}" for name, key in data.items()
+    )
+    _print(args, data, text)
+    return 0
+
+
+def cmd_keys_add(args) -> int:
+    from trusty_memory import keys
+
+    data = keys.add(_home(), args.name, args.public_key)
+    _print(args, data, f"allowed {data['name']} ({data['key']})")
+    return 0
+
+
+def cmd_keys_list(args) -> int:
+    from trusty_memory import keys
+
+    rows = keys.listed(_home())
+    lines = [f"{r['status']:<10} {r['name']:<24} {r['key'] or r.get('error')}" for r in rows]
+    _print(args, {"keys": rows}, "\n".join(lines) or "(no client keys)")
+    return 0
+
+
+def cmd_keys_revoke(args) -> int:
+    from trusty_memory import keys
+
+    data = keys.revoke(_home(), args.name)
+    _print(args, data, f"revoked {data['name']}: refused from its next connection on")
+    return 0
 
 
 def _service_unit(args):
@@ -145,15 +219,20 @@ def cmd_service_uninstall(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from trusty_memory.client.daemon import ping
+    from trusty_memory.client.daemon import is_local, reach
     from trusty_memory.config import load_config
 
     config = load_config()
-    if not ping(config, 1.0):
-        _print(args, {"running": False}, f"not running (home {config.home})")
+    why = reach(config, 1.0 if is_local(config) else 3.0)
+    if why is not None:
+        text = f"not running (home {config.home})" if is_local(config) else f"not reachable: {why}"
+        _print(args, {"running": False, "reason": why}, text)
         return 3
     status = _client().status()
-    lines = [f"running: pid {status['pid']}, up {status['uptime_s']:.0f}s, home {status['home']}"]
+    where = f" on {status['host']}" if status.get("host") else ""
+    lines = [
+        f"running{where}: pid {status['pid']}, up {status['uptime_s']:.0f}s, home {status['home']}"
+    ]
     for s in status["services"]:
         scaled = s.get("readers_autoscaled")
         extra = f", readers {s['readers_wanted']} ({scaled} by autoscale)" if scaled else ""
@@ -165,7 +244,8 @@ def cmd_status(args) -> int:
 
 
 def _worker_line(w: dict) -> str:
-    parts = [f"{w['role']:<8} pid {w['pid']}", f"inflight {w['inflight']}"]
+    host = f"{w['host']} (remote) " if w.get("remote") else f"{w['host']} " if w.get("host") else ""
+    parts = [f"{w['role']:<8} {host}pid {w['pid']}", f"inflight {w['inflight']}"]
     parts.append(f"{w['requests_per_s']:.1f} req/s")
     if w.get("lag") is not None:
         parts.append(f"seq {w['seq']} (lag {w['lag']})")
@@ -571,14 +651,38 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _command(sub, name: str, fn, help: str, description: str | None = None):
-    """A subcommand; each also takes ``--json``, so it may come before or after it."""
+def _command(sub, name: str, fn, help: str, description: str | None = None, remote=False):
+    """A subcommand; each also takes ``--json``, so it may come before or after it. With
+    ``remote``, also ``--daemon``/``--server-key``: talk to a daemon on another host."""
     parser = sub.add_parser(name, help=help, description=description or help)
     parser.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
     )
+    if remote:
+        parser.add_argument(
+            "--daemon",
+            metavar="ENDPOINT",
+            default=argparse.SUPPRESS,
+            help="the daemon to use, e.g. tcp://HOST:7601 (default: this home's own;"
+            " also TRUSTY_MEMORY_DAEMON, [client] daemon)",
+        )
+        parser.add_argument(
+            "--server-key",
+            metavar="Z85",
+            default=argparse.SUPPRESS,
+            help="that daemon's public key (`keys show --server` on its host; also"
+            " TRUSTY_MEMORY_SERVER_KEY, [client] server_key)",
+        )
     parser.set_defaults(fn=fn)
     return parser
+
+
+def _use_daemon(args) -> None:
+    """``--daemon``/``--server-key`` as the environment every later ``load_config`` reads."""
+    if getattr(args, "daemon", None):
+        os.environ["TRUSTY_MEMORY_DAEMON"] = args.daemon
+    if getattr(args, "server_key", None):
+        os.environ["TRUSTY_MEMORY_SERVER_KEY"] = args.server_key
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -589,7 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trusty-memory {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = _command(sub, "serve", cmd_serve, "MCP server on stdio (what agents spawn)")
+    s = _command(sub, "serve", cmd_serve, "MCP server on stdio (what agents spawn)", remote=True)
     s.add_argument("--palace", help="default palace for tools that name none; created if missing")
     s.add_argument("--http", metavar="ADDR", help="also serve MCP over HTTP at ADDR (host:port)")
     s.add_argument(
@@ -620,63 +724,86 @@ def build_parser() -> argparse.ArgumentParser:
         help="if a daemon a client started owns the home, stop it and take over; wait for"
         " one started on purpose (what the systemd unit runs)",
     )
-    _command(sub, "status", cmd_status, "is the daemon running; its palaces and their workers")
+    s.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow plain tcp on a loopback address (tests only; any other tcp is CURVE)",
+    )
+    _command(
+        sub,
+        "status",
+        cmd_status,
+        "is the daemon running; its palaces and their workers",
+        remote=True,
+    )
     s = _command(sub, "stop", cmd_stop, "stop the daemon cleanly (workers save their indexes)")
     s.add_argument("--timeout", type=float, default=15.0, help="seconds to wait (default 15)")
 
-    s = _command(sub, "scale", cmd_scale, "set how many reader processes serve a palace's reads")
+    s = _command(
+        sub, "scale", cmd_scale, "set how many reader processes serve a palace's reads", remote=True
+    )
     s.add_argument("palace", help="palace name")
     s.add_argument("--readers", type=int, required=True, help="readers beside the writer (0-16)")
 
-    s = _command(sub, "remember", cmd_remember, "store a memory")
+    s = _command(sub, "remember", cmd_remember, "store a memory", remote=True)
     s.add_argument("palace", help="palace name")
     s.add_argument("text", help="what to remember, or - to read it from stdin")
     s.add_argument("--room", help="room (default General)")
     s.add_argument("--tag", action="append", help="a tag (repeatable)")
     s.add_argument("--importance", type=float, default=0.5, help="0..1 (default 0.5)")
 
-    s = _command(sub, "recall", cmd_recall, "search memories by meaning")
+    s = _command(sub, "recall", cmd_recall, "search memories by meaning", remote=True)
     s.add_argument("palace", help="palace name")
     s.add_argument("query", help="what to look for")
     s.add_argument("--top-k", type=int, default=10, help="how many results (default 10)")
     s.add_argument("--deep", action="store_true", help="L3: exhaustive hybrid search")
 
-    s = _command(sub, "list", cmd_list, "list drawers by importance")
+    s = _command(sub, "list", cmd_list, "list drawers by importance", remote=True)
     s.add_argument("palace", help="palace name")
     s.add_argument("--room", help="only this room")
     s.add_argument("--tag", help="only drawers with this tag")
     s.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
 
-    s = _command(sub, "show", cmd_show, "one whole drawer by id")
+    s = _command(sub, "show", cmd_show, "one whole drawer by id", remote=True)
     s.add_argument("drawer_id", help="the drawer's id")
     s.add_argument("--palace", help="the palace that holds it (default: look in every palace)")
 
-    s = _command(sub, "forget", cmd_forget, "delete a drawer")
+    s = _command(sub, "forget", cmd_forget, "delete a drawer", remote=True)
     s.add_argument("palace", help="palace name")
     s.add_argument("drawer_id", help="the drawer's id")
 
     kg = _command(sub, "kg", None, "the temporal knowledge graph: assert or query facts")
     kg_sub = kg.add_subparsers(dest="kg_command", required=True, metavar="ACTION")
-    s = _command(kg_sub, "assert", cmd_kg_assert, "assert a fact (closes the one it replaces)")
+    s = _command(
+        kg_sub, "assert", cmd_kg_assert, "assert a fact (closes the one it replaces)", remote=True
+    )
     s.add_argument("palace", help="palace name")
     s.add_argument("subject")
     s.add_argument("predicate")
     s.add_argument("object")
     s.add_argument("--confidence", type=float, default=1.0, help="0..1 (default 1)")
     s.add_argument("--provenance", help="where the fact comes from")
-    s = _command(kg_sub, "query", cmd_kg_query, "the facts now true of a subject")
+    s = _command(kg_sub, "query", cmd_kg_query, "the facts now true of a subject", remote=True)
     s.add_argument("palace", help="palace name")
     s.add_argument("subject")
 
     s = _command(
-        sub, "export", cmd_export, "write a palace as JSON lines (drawers, vectors, triples)"
+        sub,
+        "export",
+        cmd_export,
+        "write a palace as JSON lines (drawers, vectors, triples)",
+        remote=True,
     )
     s.add_argument("palace", help="palace name")
     s.add_argument("-o", "--output", help="file to write (default: stdout)")
     s.add_argument("--no-vectors", action="store_true", help="leave vectors out (smaller)")
 
     s = _command(
-        sub, "import", cmd_import, "load JSON lines into a palace (idempotent by drawer id)"
+        sub,
+        "import",
+        cmd_import,
+        "load JSON lines into a palace (idempotent by drawer id)",
+        remote=True,
     )
     s.add_argument("palace", help="palace name (created if missing)")
     s.add_argument("file", help="JSONL file, or - for stdin")
@@ -691,11 +818,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     archive = _command(sub, "archive", None, "drawers the dreamer pruned or merged")
     archive_sub = archive.add_subparsers(dest="archive_command", required=True, metavar="ACTION")
-    s = _command(archive_sub, "list", cmd_archive_list, "archived drawers, oldest first")
+    s = _command(
+        archive_sub, "list", cmd_archive_list, "archived drawers, oldest first", remote=True
+    )
     s.add_argument("palace", help="palace name")
     s.add_argument("--reason", choices=["pruned", "merged"], help="only this kind")
     s.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    s = _command(archive_sub, "restore", cmd_archive_restore, "put an archived drawer back")
+    s = _command(
+        archive_sub, "restore", cmd_archive_restore, "put an archived drawer back", remote=True
+    )
     s.add_argument("palace", help="palace name")
     s.add_argument("drawer_id", help="the archived drawer's id")
 
@@ -703,14 +834,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "palace", None, "list, create, inspect, delete, rename or restore palaces"
     )
     palace_sub = palace.add_subparsers(dest="palace_command", required=True, metavar="ACTION")
-    s = _command(palace_sub, "list", cmd_palace_list, "every palace in the home")
+    s = _command(palace_sub, "list", cmd_palace_list, "every palace in the home", remote=True)
     s.add_argument(
         "--archived", action="store_true", help="list the deleted palaces in the archive instead"
     )
-    s = _command(palace_sub, "create", cmd_palace_create, "create a palace")
+    s = _command(palace_sub, "create", cmd_palace_create, "create a palace", remote=True)
     s.add_argument("name", help="letters, digits, '-', '_' and '.' (not first), up to 64")
     s.add_argument("--description", help="what it is for (its L0 identity)")
-    s = _command(palace_sub, "info", cmd_palace_info, "counts, places and the dreamer's work")
+    s = _command(
+        palace_sub, "info", cmd_palace_info, "counts, places and the dreamer's work", remote=True
+    )
     s.add_argument("name", help="palace name")
     dash = " (a name that starts with '-' goes after '--')"
     s = _command(
@@ -721,6 +854,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Stop the palace's workers and move it, whole, to the home's archive"
         " (archive/palaces/NAME-<time>). Requests for it are refused from then on. Without"
         " --yes it asks on the terminal, and refuses when there is none.",
+        remote=True,
     )
     s.add_argument("name", help="palace name" + dash)
     s.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
@@ -729,6 +863,7 @@ def build_parser() -> argparse.ArgumentParser:
         "rename",
         cmd_palace_rename,
         "give a palace a new name (its drawers, ids and index go with it)",
+        remote=True,
     )
     s.add_argument("name", help="its name now" + dash)
     s.add_argument("new_name", help="the new name; no palace may have it")
@@ -739,6 +874,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bring a deleted palace back from the archive",
         "Move a deleted palace back from the archive, as it was: the newest one deleted"
         " under NAME unless --entry names another (`palace list --archived` shows them).",
+        remote=True,
     )
     s.add_argument("name", help="the name it had" + dash)
     s.add_argument("--as", dest="as_name", metavar="NEW", help="restore it under this name")
@@ -795,14 +931,70 @@ def build_parser() -> argparse.ArgumentParser:
     config = _command(sub, "config", None, "the effective configuration")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     _command(config_sub, "show", cmd_config_show, "file, environment and defaults, merged")
+
+    keys = _command(sub, "keys", None, "CURVE keys for a daemon on tcp, and who may connect")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    _command(keys_sub, "init", cmd_keys_init, "create this home's server and client key pairs")
+    s = _command(keys_sub, "show", cmd_keys_show, "this home's public keys")
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--server", action="store_true", help="print only the server key")
+    which.add_argument("--client", action="store_true", help="print only the client key")
+    s = _command(keys_sub, "add", cmd_keys_add, "allow a client's public key in")
+    s.add_argument("name", help="who it is (letters, digits, '.', '_', '-')")
+    s.add_argument("public_key", help="its public key (`keys show --client` on its host)")
+    _command(keys_sub, "list", cmd_keys_list, "allowed and revoked client keys")
+    s = _command(keys_sub, "revoke", cmd_keys_revoke, "refuse a client's key from now on")
+    s.add_argument("name", help="the name it was added under")
+
+    s = _command(
+        sub,
+        "worker",
+        cmd_worker,
+        "serve a palace on this host for a daemon elsewhere (a remote palace worker)",
+        "Run a palace's writer (or, with --reader, a reader) in this home, for the broker"
+        " at --broker: it owns the palace's files here, gets vectors from the broker's"
+        " embedder, and reconnects by itself. Stops on SIGTERM.",
+    )
+    s.add_argument("--broker", required=True, metavar="ENDPOINT", help="tcp://HOST:7602")
+    s.add_argument(
+        "--server-key",
+        metavar="Z85",
+        default=argparse.SUPPRESS,
+        help="the daemon's public key (also TRUSTY_MEMORY_SERVER_KEY)",
+    )
+    s.add_argument("--palace", required=True, help="the palace it serves")
+    s.add_argument("--reader", action="store_true", help="a reader, not the writer")
     return parser
+
+
+def _keys_as_values(argv: list[str]) -> list[str]:
+    """A Z85 key may start with '-', which argparse would take for an option: after
+    ``--server-key`` such a key is joined to it (``--server-key=KEY``), and the key of
+    ``keys add NAME KEY`` gets a ``--`` before it."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if arg == "--server-key" and nxt.startswith("-") and len(nxt) == 40:
+            out.append(f"--server-key={nxt}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    if out[:2] == ["keys", "add"] and "--" not in out:
+        values = [a for a in out[2:] if not a.startswith("--") or len(a) == 40]
+        if len(values) == 2 and values[1].startswith("-"):
+            out.insert(out.index(values[1]), "--")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     from trusty_memory.home import make_private
 
     make_private()  # exports, logs and a daemon this command starts: the user's alone
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_keys_as_values(sys.argv[1:] if argv is None else argv))
+    _use_daemon(args)
     from trusty_memory.protocol import TrustyError
 
     try:

@@ -8,8 +8,15 @@ is how a worker spawned by the broker finds the same sockets and files as its pa
 Example ``config.toml``::
 
     [broker]
-    frontend = "ipc:///run/user/1000/trusty-memory/front.sock"   # or tcp://127.0.0.1:7601
+    frontend = "ipc:///run/user/1000/trusty-memory/front.sock"   # or tcp://0.0.0.0:7601
+    backend = "tcp://0.0.0.0:7602"   # palace workers, local or remote (trusty-memory worker)
     request_timeout_s = 30
+    insecure = false          # true: plain tcp allowed, on a loopback address only (tests)
+    local_workers = true      # false: palaces are served by remote workers only
+
+    [client]                  # this home as a client of a daemon elsewhere
+    daemon = "tcp://memory.example.net:7601"
+    server_key = "..."        # that daemon's public key (`trusty-memory keys show --server`)
 
     [palace]
     idle_stop_s = 600
@@ -60,6 +67,19 @@ class BrokerSettings:
     # A palace being deleted or renamed: how long its workers get to answer what they hold
     # and exit before they are killed (a long import batch, a large index snapshot).
     close_grace_s: float = 10.0
+    # tcp endpoints: CURVE always, unless this is set and every tcp endpoint is loopback.
+    insecure: bool = False
+    # False: the broker starts no palace worker itself; remote workers
+    # (``trusty-memory worker``) register for the palaces they serve.
+    local_workers: bool = True
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Where a client finds its daemon when that is not this home's own."""
+
+    daemon: str = ""  # e.g. tcp://HOST:7601; empty: the home's daemon (the frontend)
+    server_key: str = ""  # the daemon's CURVE public key (Z85)
 
 
 @dataclass(frozen=True)
@@ -167,6 +187,12 @@ class Config:
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     dreamer: DreamerSettings = field(default_factory=DreamerSettings)
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
+    client: ClientSettings = field(default_factory=ClientSettings)
+
+    @property
+    def daemon_endpoint(self) -> str:
+        """Where clients reach the daemon: ``[client] daemon``, else the frontend."""
+        return self.client.daemon or self.frontend
 
     @property
     def palaces_dir(self) -> Path:
@@ -257,9 +283,31 @@ def load_config() -> Config:
     return Config(
         home=home,
         run_dir=_run_dir(home),
-        broker=_section(BrokerSettings, raw.get("broker", {}), "TRUSTY_MEMORY_BROKER_"),
+        broker=_broker_section(raw.get("broker", {})),
         palace=_section(PalaceSettings, raw.get("palace", {}), "TRUSTY_MEMORY_PALACE_"),
         embedder=_section(EmbedderSettings, raw.get("embedder", {}), "TRUSTY_MEMORY_EMBEDDER_"),
         dreamer=_section(DreamerSettings, raw.get("dreamer", {}), "TRUSTY_MEMORY_DREAMER_"),
         daemon=_section(DaemonSettings, raw.get("daemon", {}), "TRUSTY_MEMORY_DAEMON_"),
+        client=_client_section(raw.get("client", {})),
     )
+
+
+def _broker_section(raw: dict[str, Any]) -> BrokerSettings:
+    """``[broker]``; ``TRUSTY_MEMORY_LOCAL_WORKERS`` is also read, the name deployments use."""
+    broker = _section(BrokerSettings, raw, "TRUSTY_MEMORY_BROKER_")
+    if os.environ.get("TRUSTY_MEMORY_LOCAL_WORKERS") is not None:
+        broker = replace(broker, local_workers=env_flag("TRUSTY_MEMORY_LOCAL_WORKERS"))
+    return broker
+
+
+def _client_section(raw: dict[str, Any]) -> ClientSettings:
+    """``[client]``, with ``TRUSTY_MEMORY_DAEMON`` and ``TRUSTY_MEMORY_SERVER_KEY`` on top
+    (the names ``serve --daemon``/``--server-key`` set, shared with remote workers)."""
+    values = {k: str(raw[k]) for k in ("daemon", "server_key") if k in raw}
+    for name, env in (
+        ("daemon", "TRUSTY_MEMORY_DAEMON"),
+        ("server_key", "TRUSTY_MEMORY_SERVER_KEY"),
+    ):
+        if os.environ.get(env):
+            values[name] = os.environ[env]
+    return ClientSettings(**values)

@@ -22,6 +22,10 @@ Two sockets carry it, both on the broker (the ZeroMQ guide's Majordomo shape):
   frame so the broker can settle its bookkeeping without decoding the response. A palace
   worker ends ``W_REPLY`` and ``W_HEARTBEAT`` with one more frame, the change-log seq it
   has applied (ASCII digits), which is how ``status`` shows a reader's lag.
+  A worker may also send a client's one-frame request on the backend (the first byte
+  of an encoded ``Request`` is never a command byte) and gets the one-frame response
+  back there: that is how a remote worker, which reaches only the backend, asks the
+  embedder for vectors.
 
 Everything that crosses a process boundary is decoded into a typed ``msgspec.Struct``;
 a frame that fails to decode gets an error reply naming the cause (or, if it cannot even
@@ -142,6 +146,10 @@ class Ready(msgspec.Struct, kw_only=True):
     role: str = "writer"
     pid: int = 0
     protocol: int = PROTOCOL_VERSION
+    # A worker on another host (``trusty-memory worker``): not the broker's child, so
+    # never signalled or restarted by it, and its pid means nothing on the broker's host.
+    remote: bool = False
+    host: str = ""  # its host name, for ``status``
 
 
 class TrustyError(Exception):

@@ -10,6 +10,11 @@ forward pass for everything queued across palaces.
 Liveness is Paranoid-Pirate style: the worker heartbeats when idle, treats a broker that
 has been silent for too long as gone (reconnects and says ``W_READY`` again), and exits
 when the process that spawned it is no longer its parent.
+
+A remote worker (``remote=True``: ``trusty-memory worker`` on another host) has no parent
+to outlive and nobody to restart it, so it never gives up: told to go away (its broker
+stopped, did not know it after a network drop, or already has a writer for its palace)
+it waits a moment, connects again and says ``W_READY``; it stops on SIGTERM/SIGINT only.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ import functools
 import gc
 import os
 import signal
+import socket
 import time
 from dataclasses import dataclass
 
 import zmq
 
-from trusty_memory import home
+from trusty_memory import home, transport
 from trusty_memory import protocol as p
 from trusty_memory.config import Config
 
@@ -43,6 +49,10 @@ class Reply:
     frame: bytes
 
 
+REJOIN_MIN_S = 0.5
+REJOIN_MAX_S = 10.0
+
+
 class Worker:
     """Subclasses set ``service`` and ``role`` and implement ``handle_batch``."""
 
@@ -50,13 +60,16 @@ class Worker:
     role: str = "writer"
     batch_max: int = 256
 
-    def __init__(self, config: Config, log) -> None:
+    def __init__(self, config: Config, log, *, remote: bool = False) -> None:
         self.config = config
         self.log = log
+        self.remote = remote
         self.ctx = zmq.Context.instance()
         self.socket: zmq.Socket | None = None
         self.running = True
-        self.parent_pid = home.expected_parent()
+        self.parent_pid = None if remote else home.expected_parent()
+        self.rejoin_at: float | None = None  # a remote worker told to go: when to return
+        self.rejoin_s = REJOIN_MIN_S
         self.last_broker_msg = time.monotonic()
         self.last_sent = 0.0
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -93,6 +106,9 @@ class Worker:
         idle_at = time.monotonic() + heartbeat  # the broker's heartbeats do not count as work
         try:
             while self.running:
+                if self.rejoin_at is not None:
+                    self._rejoin_when_due()
+                    continue
                 if self.socket.poll(int(heartbeat * 1000), zmq.POLLIN):
                     jobs = self._drain()
                     if jobs:
@@ -115,7 +131,7 @@ class Worker:
                 if now - self.last_broker_msg > expiry:
                     self.log.warning("broker silent; reconnecting", silent_s=expiry)
                     self._connect()
-                if os.getppid() != self.parent_pid:
+                if self.parent_pid is not None and os.getppid() != self.parent_pid:
                     self.log.info("parent gone; stopping")
                     break
         finally:
@@ -133,10 +149,24 @@ class Worker:
             self.socket.close(linger=0)
         self.socket = self.ctx.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        transport.secure_connect(self.socket, self.config.backend, self.config)
         self.socket.connect(self.config.backend)
         ready = p.Ready(service=self.service, role=self.role, pid=os.getpid())
+        if self.remote:
+            ready.remote, ready.host = True, socket.gethostname()
         self._send([p.W_READY, p.encode(ready)])
         self.last_broker_msg = time.monotonic()
+
+    def _rejoin_when_due(self) -> None:
+        """A remote worker the broker sent away: connect again once its pause is over
+        (doubling up to ``REJOIN_MAX_S`` while it keeps being sent away)."""
+        wait_s = self.rejoin_at - time.monotonic()
+        if wait_s > 0:
+            time.sleep(min(wait_s, 0.2))  # short naps: a signal stops us promptly
+            return
+        self.rejoin_at = None
+        self.log.info("connecting to the broker again", broker=self.config.backend)
+        self._connect()
 
     def _send(self, frames: list[bytes]) -> None:
         self.socket.send_multipart(frames)
@@ -162,10 +192,16 @@ class Worker:
                     reply = p.error_response(rid, exc.code, exc.message)
                     self._send([p.W_REPLY, client, rid.encode(), reply])
             elif command == p.W_DISCONNECT:
+                if self.remote:
+                    self.log.info("broker sent us away; rejoining", after_s=self.rejoin_s)
+                    self.rejoin_at = time.monotonic() + self.rejoin_s
+                    self.rejoin_s = min(self.rejoin_s * 2, REJOIN_MAX_S)
+                    break
                 self.log.info("broker asked us to stop")
                 self.running = False
                 break
             elif command == p.W_HEARTBEAT:
+                self.rejoin_s = REJOIN_MIN_S  # accepted: the next pause starts short again
                 continue
             else:
                 self.log.warning("unexpected frame from broker", frames=len(frames))

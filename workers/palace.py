@@ -45,10 +45,12 @@ Vectors = dict[str, "np.ndarray | context.Mixed"]
 
 
 class Embedder:
-    """Palace workers reach the embedder pool through the broker, like any client."""
+    """Palace workers reach the embedder pool through the broker, like any client; a
+    remote one through the backend, the one broker socket it can reach."""
 
-    def __init__(self, config: Config) -> None:
-        self.client = Client(config, autostart=False)
+    def __init__(self, config: Config, remote: bool = False) -> None:
+        endpoint = config.backend if remote else None
+        self.client = Client(config, autostart=False, endpoint=endpoint)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         data = self.client.call("embed", {"texts": texts}, timeout=EMBED_TIMEOUT_S)
@@ -63,12 +65,12 @@ class PalaceWorker(Worker):
     methods: frozenset[str] = frozenset()
     handlers: dict[str, Callable[[Any, Any], Any]] = {}
 
-    def __init__(self, config: Config, log, palace: str) -> None:
-        super().__init__(config, log)
+    def __init__(self, config: Config, log, palace: str, *, remote: bool = False) -> None:
+        super().__init__(config, log, remote=remote)
         self.palace = validate_palace_name(palace)
         self.service = p.palace_service(palace)
         self.batch_max = config.palace.batch_max
-        self.embedder = Embedder(config)
+        self.embedder = Embedder(config, remote)
         self.store: Any = None
         self.open_error: p.TrustyError | None = None
         self.opened_at = 0.0  # when opening was last tried

@@ -38,8 +38,8 @@ class PalaceReader(PalaceWorker):
     methods = p.PALACE_READ_METHODS
     handlers = READ_HANDLERS
 
-    def __init__(self, config, log, palace: str) -> None:
-        super().__init__(config, log, palace)
+    def __init__(self, config, log, palace: str, *, remote: bool = False) -> None:
+        super().__init__(config, log, palace, remote=remote)
         self.refresh_every = config.palace.reader_refresh_s
         self.refreshed_at = 0.0
 

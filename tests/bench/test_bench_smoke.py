@@ -143,3 +143,12 @@ def test_cpu_split_smoke():
     r = json.loads(done.stdout)
     assert r["remembers"] > 0 and r["cpu_ms_per_remember"]["embedder"] > 0, r
     assert len(r["pids"]["serve (all sessions)"]) == 2 and r["pids"]["palace worker"]
+
+
+def test_tcp_bench_smoke(tmp_path):
+    out = tmp_path / "tcp.json"
+    run_bench("-m", "bench.tcp", "--drawers", "50", "--recalls", "20", "--out", str(out))
+    r = json.loads(out.read_text())
+    assert [row["mode"] for row in r["rows"]] == ["ipc", "tcp", "tcp+curve"]
+    for row in r["rows"]:
+        assert row["n"] == 20 and 0 < row["p50_ms"] <= row["p99_ms"], row
