@@ -26,9 +26,12 @@ class FrontEnd:
     A ``serve`` process in direct mode has one; the MCP host has one per session, all
     with the host's single daemon client."""
 
-    def __init__(self, default_palace: str | None, log: Any, client: Any = None) -> None:
+    def __init__(
+        self, default_palace: str | None, log: Any, client: Any = None, tools: str = "contract"
+    ) -> None:
         self.default_palace = default_palace
         self.log = log
+        self.tools = tools  # "contract" or "extended" (mcp_tools_extended.py)
         self._client: Any = client
         self._owns_client = client is None
         self._ensure: asyncio.Task[None] | None = None
@@ -100,6 +103,7 @@ class FrontEnd:
                 self.client(),
                 default_palace=self.default_palace,
                 before_call=self.ensure_default_palace,
+                tools=self.tools,
             )
         except ToolError as exc:
             self.log.debug("tool call failed", tool=name, error=exc.message)
@@ -116,7 +120,9 @@ def build_server(front: FrontEnd, version: str) -> Any:
 
     from trusty_memory.client.mcp_tools import ToolError, tool_definitions
 
-    tools = [types.Tool.model_validate(t) for t in tool_definitions(front.default_palace)]
+    tools = [
+        types.Tool.model_validate(t) for t in tool_definitions(front.default_palace, front.tools)
+    ]
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -134,8 +140,17 @@ def build_server(front: FrontEnd, version: str) -> Any:
             content=[types.TextContent(type="text", text=text)], structured_content=result
         )
 
+    resources: dict[str, Any] = {}
+    if front.tools == "extended":
+        from trusty_memory.client.mcp_resources import resource_handlers
+
+        resources = resource_handlers(front)
     server = Server(
-        "trusty-memory", version=version, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+        "trusty-memory",
+        version=version,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        **resources,
     )
     if front.default_palace:
         # stdio's handshake is answered by the edge; this covers --http sessions.

@@ -29,7 +29,9 @@ def _print(args, data, text: str) -> None:
 def cmd_serve(args) -> int:
     from trusty_memory.client.mcp_server import run_serve
 
-    return run_serve(palace=args.palace, http=args.http, allow_remote=args.allow_remote)
+    return run_serve(
+        palace=args.palace, http=args.http, allow_remote=args.allow_remote, tools=args.tools
+    )
 
 
 def cmd_daemon(args) -> int:
@@ -559,6 +561,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--http", metavar="ADDR", help="also serve MCP over HTTP at ADDR (host:port)")
     s.add_argument(
         "--allow-remote", action="store_true", help="allow --http on a non-loopback address"
+    )
+    s.add_argument(
+        "--tools",
+        choices=("contract", "extended"),
+        help="tool set: the contract's ten (default; [mcp] tools, TRUSTY_MEMORY_TOOLS), or"
+        " extended: also update, get, search, history, invalidate, delete, stats, health",
     )
 
     s = _command(sub, "daemon", cmd_daemon, "run the broker in the foreground (what systemd runs)")

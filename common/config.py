@@ -27,6 +27,9 @@ Example ``config.toml``::
 
     [daemon]
     idle_exit_s = 1800        # a daemon a client started exits after this long unused
+
+    [mcp]
+    tools = "contract"        # "extended": serve also lists update, search, history, ...
 """
 
 from __future__ import annotations
@@ -149,6 +152,16 @@ class DaemonSettings:
 
 
 @dataclass(frozen=True)
+class McpSettings:
+    """``serve``: which tools it lists. "contract" (the default): exactly the contract's
+    ten; "extended": those plus update, search, history and the rest
+    (``client/mcp_tools_extended.py``). ``TRUSTY_MEMORY_TOOLS`` overrides it, and
+    ``serve --tools`` both."""
+
+    tools: str = "contract"
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     run_dir: Path
@@ -157,6 +170,7 @@ class Config:
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     dreamer: DreamerSettings = field(default_factory=DreamerSettings)
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
 
     @property
     def palaces_dir(self) -> Path:
@@ -252,4 +266,12 @@ def load_config() -> Config:
         embedder=_section(EmbedderSettings, raw.get("embedder", {}), "TRUSTY_MEMORY_EMBEDDER_"),
         dreamer=_section(DreamerSettings, raw.get("dreamer", {}), "TRUSTY_MEMORY_DREAMER_"),
         daemon=_section(DaemonSettings, raw.get("daemon", {}), "TRUSTY_MEMORY_DAEMON_"),
+        mcp=_mcp_settings(raw.get("mcp", {})),
     )
+
+
+def _mcp_settings(raw: dict[str, Any]) -> McpSettings:
+    settings = _section(McpSettings, raw, "TRUSTY_MEMORY_MCP_")
+    if os.environ.get("TRUSTY_MEMORY_TOOLS"):  # the short name the docs give
+        settings = replace(settings, tools=os.environ["TRUSTY_MEMORY_TOOLS"])
+    return settings
