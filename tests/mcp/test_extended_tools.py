@@ -19,7 +19,8 @@ from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Daemon
-from tests.mcp.conftest import sdk_session, short_tmp, stop_daemon_in, tool_json
+from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in, tool_json, wait_for
+from tests.mcp.test_http import _http_session, _listening, _token, free_port
 from tests.mcp.test_output_schemas import strict
 from trusty_memory.client import mcp_tools_extended as ext
 from trusty_memory.client.mcp_tools import TOOL_NAMES, tool_definitions
@@ -301,3 +302,59 @@ def test_update_and_reads_on_a_palace_with_readers_and_the_archive_restore():
     finally:
         stop_daemon_in(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_relays_own_answer_is_the_hosts_with_the_extended_set():
+    """The relay answers a plain tools/list from the table; the host's SDK session, told
+    the set in the relay's hello, must answer the same."""
+    home = short_tmp("tmh-")
+    Daemon(home).start()
+    try:
+        for version in ("2024-11-05", "2025-11-25"):
+            s = RawServe(home, "--tools", "extended", "--palace", "dflt")
+            try:
+                s.initialize(version)
+                local = s.call(1, "tools/list")["result"]
+                s.request(2, "tools/list", {"_meta": {"progressToken": "t"}})
+                answer = s.recv(60)
+                while "id" not in answer:
+                    answer = s.recv(60)
+                assert answer["id"] == 2 and local == answer["result"], version
+                assert len(local["tools"]) == len(EXTENDED_NAMES)
+                templates = s.call(3, "resources/templates/list")["result"]
+                assert len(templates["resourceTemplates"]) == 2
+            finally:
+                s.kill()
+    finally:
+        stop_daemon_in(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_direct_mode_and_http_serve_the_extended_set(raw_serve, mcp_home):
+    """``--http`` runs the SDK in the serve process (direct mode): both its stdio and its
+    HTTP endpoint list the extended set, and serve resource templates without a daemon."""
+    port = free_port()
+    s = raw_serve(
+        "--http",
+        f"127.0.0.1:{port}",
+        "--tools",
+        "extended",
+        TRUSTY_MEMORY_BROKER_FRONTEND="tcp://127.0.0.1:9",
+    )
+    assert "resources" in s.initialize()["result"]["capabilities"]
+    assert wait_for(lambda: _listening(port), 10)
+    init, tools, error = asyncio.run(
+        _http_session(f"http://127.0.0.1:{port}/mcp", _token(mcp_home))
+    )
+    assert [t.name for t in tools.tools] == EXTENDED_NAMES
+    assert init.capabilities.resources is not None
+    assert error.message == "memory_recall: missing 'palace' (no --palace default configured)"
+    stdio_tools = s.call(1, "tools/list", {"_meta": {}})["result"]["tools"]
+    assert [t["name"] for t in stdio_tools] == EXTENDED_NAMES
+    templates = s.call(2, "resources/templates/list")["result"]["resourceTemplates"]
+    assert [t["name"] for t in templates] == ["palace", "drawer"]
+    refused = s.call(3, "tools/call", {"name": "palace_delete", "arguments": {"name": "x"}})
+    assert refused["error"]["code"] == -32603
+    assert refused["error"]["message"].startswith("palace_delete: 'confirm' must be true")
+    s.close_stdin()
+    assert s.wait(10) == 0, s.stderr_text()
