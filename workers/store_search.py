@@ -94,7 +94,7 @@ def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:
             tags=json.loads(r[4]),
             importance=r[5],
             created_at=r[6],
-            score=None if r[7] is None else round(-r[7], 6),  # FTS5 rank: lower is better
+            score=None if r[7] is None else -r[7],  # FTS5 rank: lower is better
         )
         for r in rows[:limit]
     ]
