@@ -81,7 +81,8 @@ def update_drawer(store: PalaceStore, params: p.UpdateParams, embed: Embed) -> p
         if tags is not None and tags != row.tags:
             new.tags = tags
             changed.append("tags")
-        if importance is not None and importance != row.base:
+        # Against both: the dreamer's decay may have moved the effective value off the base.
+        if importance is not None and (importance != row.importance or importance != row.base):
             new.importance, new.base_importance = importance, None
             new.decay_from = v.now_rfc3339()
             changed.append("importance")

@@ -12,6 +12,7 @@ import pytest
 from tests.unit.test_store import SETTINGS, fake_embed, remember, sql
 from trusty_memory.protocol import (
     ArchiveListParams,
+    DreamDecayParams,
     ErrorCode,
     KgAssertParams,
     KgHistoryParams,
@@ -202,3 +203,15 @@ def test_a_reader_follows_updates_and_answers_the_new_reads(store, palace_dir):
         assert stats.archived_count == 1 and stats.index_lag == 0 and stats.db_bytes > 0
     finally:
         reader.close()
+
+
+def test_setting_importance_undoes_the_dreamers_decay(store, palace_dir):
+    did = remember(
+        store, "An old but still true note.", importance=0.6, created_at="2025-01-01T00:00:00Z"
+    )
+    maintenance.decay_page(store, DreamDecayParams(prune=False, now="2026-01-01T00:00:00Z"))
+    decayed = store.get(did)
+    assert decayed.importance < 0.6 and decayed.base_importance == 0.6
+    result = update(store, did, importance=0.6)
+    assert result.changed == ["importance"]
+    assert sql(palace_dir, "SELECT importance, base_importance FROM drawers") == [(0.6, None)]
