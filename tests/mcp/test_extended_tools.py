@@ -358,3 +358,48 @@ def test_direct_mode_and_http_serve_the_extended_set(raw_serve, mcp_home):
     assert refused["error"]["message"].startswith("palace_delete: 'confirm' must be true")
     s.close_stdin()
     assert s.wait(10) == 0, s.stderr_text()
+
+
+MUST_BE = "must be a"
+BAD_ARGUMENTS = [
+    ("memory_get", {"palace": "p"}, "missing 'drawer_id'"),
+    ("memory_get", {"palace": "p", "drawer_id": 7},
+     f"memory_get: 'drawer_id' {MUST_BE} string, got number"),
+    ("memory_update", {"palace": "p", "drawer_id": "d", "tags": "x"},
+     f"memory_update: 'tags' {MUST_BE}n array of strings"),
+    ("memory_update", {"palace": "p", "drawer_id": "d", "importance": "high"},
+     f"memory_update: 'importance' {MUST_BE} number, got string"),
+    ("memory_search", {"palace": "p", "limit": True},
+     f"memory_search: 'limit' {MUST_BE}n integer, got boolean"),
+    ("memory_search", {"palace": "p", "limit": 2**40},
+     f"memory_search: 'limit' is too large: {2**40}"),
+    ("memory_search", {"palace": "p", "cursor": ["x"]},
+     f"memory_search: 'cursor' {MUST_BE} string, got array"),
+    ("memory_search", {}, "memory_search: missing 'palace' (no --palace default configured)"),
+    ("kg_history", {"palace": "p"}, "missing 'subject'"),
+    ("kg_invalidate", {"palace": "p", "subject": "s"}, "missing 'predicate'"),
+    ("kg_query", {"palace": "p", "subject": "s", "as_of": 5},
+     f"kg_query: 'as_of' {MUST_BE} string, got number"),
+    ("palace_delete", {"name": "../x", "confirm": True},
+     "palace_delete: invalid palace name '../x': use letters, digits, '-', '_' and '.',"
+     " not starting with '.'"),
+    ("palace_delete", {"name": "p", "confirm": "yes"},
+     "palace_delete: 'confirm' must be true to delete palace p (got 'yes'); it moves to the"
+     " archive, from where `trusty-memory palace restore p` brings it back"),
+    ("memory_stats", {"palace": "bad name"}, None),
+]  # fmt: skip
+
+
+def test_bad_arguments_fail_fast_with_the_cause_and_the_server_goes_on(raw_serve):
+    """Argument errors are found before the daemon is asked (none runs here), in the
+    contract's words; the same session then serves the next request."""
+    s = raw_serve("--tools", "extended", TRUSTY_MEMORY_BROKER_FRONTEND="tcp://127.0.0.1:9")
+    s.initialize()
+    for rid, (name, arguments, message) in enumerate(BAD_ARGUMENTS, start=1):
+        answer = s.tool(rid, name, arguments, timeout=30)
+        assert answer["error"]["code"] == -32603, (name, answer)
+        if message is not None:
+            assert answer["error"]["message"] == message, (name, answer)
+        else:
+            assert answer["error"]["message"].startswith(f"{name}: invalid palace name"), answer
+    assert s.call(99, "ping")["result"] == {}
