@@ -143,3 +143,14 @@ def test_cpu_split_smoke():
     r = json.loads(done.stdout)
     assert r["remembers"] > 0 and r["cpu_ms_per_remember"]["embedder"] > 0, r
     assert len(r["pids"]["serve (all sessions)"]) == 2 and r["pids"]["palace worker"]
+
+
+def test_extended_bench_smoke(tmp_path):
+    out = tmp_path / "extended.json"
+    run_bench("-m", "bench.extended", "--drawers", "600", "--calls", "5", "--out", str(out))
+    r = json.loads(out.read_text())
+    for key in ("search_word", "search_next_page", "get", "update_tags", "update_text",
+                "kg_history_50", "kg_query_as_of", "stats"):  # fmt: skip
+        assert r[key]["n"] == 5 and 0 < r[key]["p50_ms"] <= r[key]["p99_ms"], (key, r[key])
+    assert r["list_all"] == {**r["list_all"], "pages": 1, "drawers": 600}
+    assert r["archived_after"] == 10  # each update archived the version it replaced
