@@ -403,3 +403,21 @@ def test_bad_arguments_fail_fast_with_the_cause_and_the_server_goes_on(raw_serve
         else:
             assert answer["error"]["message"].startswith(f"{name}: invalid palace name"), answer
     assert s.call(99, "ping")["result"] == {}
+
+
+def test_the_contract_set_neither_knows_nor_passes_the_extended_arguments():
+    """With the set off, the extended names are unknown tools and kg_query's as_of is an
+    unknown argument, ignored as any other is: the daemon gets the contract's request."""
+    from trusty_memory.client.mcp_tools import ToolError, plan_call
+
+    for name in ext.TOOLS:
+        with pytest.raises(ToolError, match=f"^unknown tool: {name}$"):
+            plan_call(name, {"palace": "p", "drawer_id": "d", "name": "p"}, None)
+    args = {"palace": "p", "subject": "s", "as_of": "2026-01-01"}
+    assert plan_call("kg_query", args, None).params == {"subject": "s"}
+    assert plan_call("kg_query", args, None, "extended").params == {
+        "subject": "s",
+        "as_of": "2026-01-01",
+    }
+    plan = plan_call("memory_get", {"drawer_id": "d"}, "dflt", "extended")
+    assert (plan.method, plan.palace, plan.params) == ("drawer_get", "dflt", {"drawer_id": "d"})

@@ -215,3 +215,44 @@ def test_setting_importance_undoes_the_dreamers_decay(store, palace_dir):
     result = update(store, did, importance=0.6)
     assert result.changed == ["importance"]
     assert sql(palace_dir, "SELECT importance, base_importance FROM drawers") == [(0.6, None)]
+
+
+def test_a_version_2_palace_keeps_its_archive_through_the_migration(tmp_path):
+    """Schema v3 copies the archive into a table that allows reason 'updated'."""
+    import sqlite3
+
+    import sqlite_utils
+
+    from trusty_memory.workers import store_schema
+
+    path = tmp_path / "palace.sqlite3"
+    db = sqlite_utils.Database(sqlite3.connect(str(path)))
+    for version, migration in enumerate(store_schema.MIGRATIONS[:2], start=1):
+        migration(db)
+        db.execute(f"PRAGMA user_version = {version}")
+    db.execute(
+        "INSERT INTO archive (id, content, room, tags, importance, created_at, hits,"
+        " content_hash, vector, archived_at, reason) VALUES"
+        " ('a', 'pruned note', 'General', '[]', 0.1, '2025-01-01T00:00:00Z', 0, 'h', x'00',"
+        " '2026-01-01T00:00:00Z', 'pruned')"
+    )
+    db.conn.commit()
+    db.close()
+    migrated = store_schema.connect(path)
+    assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
+    rows = migrated.execute("SELECT seq, id, content, reason FROM archive").fetchall()
+    assert rows == [(1, "a", "pruned note", "pruned")]
+    migrated.execute(
+        "INSERT INTO archive (id, content, room, tags, importance, created_at, hits,"
+        " content_hash, vector, archived_at, reason, merged_into) VALUES"
+        " ('b', 'v1', 'General', '[]', 0.5, '2025-01-01T00:00:00Z', 0, 'h', x'00',"
+        " '2026-01-01T00:00:00Z', 'updated', 'a')"
+    )
+    with pytest.raises(sqlite3.IntegrityError):
+        migrated.execute(
+            "INSERT INTO archive (id, content, room, tags, importance, created_at, hits,"
+            " content_hash, vector, archived_at, reason) VALUES"
+            " ('c', 'x', 'General', '[]', 0.5, '2025-01-01T00:00:00Z', 0, 'h', x'00',"
+            " '2026-01-01T00:00:00Z', 'lost')"
+        )
+    migrated.close()
