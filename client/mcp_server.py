@@ -12,7 +12,8 @@ The modules:
 * :mod:`.mcp_stdio` - the stdio edge: framing, parse errors, the instant ``initialize``,
   contract spellings of errors. Standard library only.
 * :mod:`.mcp_tools` - the ten tools: schemas verbatim from the contract, argument checks,
-  result shapes. No SDK, no ZeroMQ.
+  result shapes. No SDK, no ZeroMQ. :mod:`.mcp_tools_extended` - what ``--tools
+  extended`` adds (off by default, so ``tools/list`` stays the contract's).
 * this module - wiring: the SDK's low-level ``Server`` with ``tools/list`` and
   ``tools/call`` handlers (:func:`build_server`), one SDK session fed message by message
   (:class:`SdkSession`, also the host's), the ``--palace`` default, direct mode with its

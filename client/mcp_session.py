@@ -2,9 +2,11 @@
 
 Used by the daemon's MCP host (one SDK session per relayed ``serve``) and by ``serve`` in
 direct mode (``mcp_direct.py``). :class:`FrontEnd` is what tool handlers need (the daemon
-client and the ``--palace`` default), :func:`build_server` is the SDK's low-level
-``Server`` with the contract's ten tools (``mcp_tools.py``), and :class:`SdkSession` runs
-that server over messages handed to it one at a time, whatever the transport.
+client, the ``--palace`` default and the tool set), :func:`build_server` is the SDK's
+low-level ``Server`` with the contract's ten tools (``mcp_tools.py``), or with
+``--tools extended`` those plus ``mcp_tools_extended.py``'s and the resources of
+``mcp_resources.py``, and :class:`SdkSession` runs that server over messages handed to it
+one at a time, whatever the transport.
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ class FrontEnd:
 
 
 def build_server(front: FrontEnd, version: str) -> Any:
-    """The SDK's low-level ``Server`` with the contract's tools."""
+    """The SDK's low-level ``Server`` with the session's tool set (and, extended, the
+    resources)."""
     import mcp.types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
