@@ -474,7 +474,9 @@ async def health(backend: Any) -> dict[str, Any]:
     started = time.perf_counter()
     embed_ms, error = None, None
     try:
-        await backend.call("embed", {"texts": ["health check"]}, palace=None, timeout=30.0)
+        # A text of its own each time, so that the model runs (not the embedder's cache).
+        probe = f"health check {time.time_ns()}"
+        await backend.call("embed", {"texts": [probe]}, palace=None, timeout=30.0)
         embed_ms = round((time.perf_counter() - started) * 1e3, 1)
     except TrustyError as exc:
         error = exc.message

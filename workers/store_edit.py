@@ -67,13 +67,13 @@ def update_drawer(store: PalaceStore, params: p.UpdateParams, embed: Embed) -> p
         # Embedded before the transaction: the embedder is a round trip through the broker.
         vector = v.unit_vector(embed([text])[0], store.dim).astype("<f4").tobytes()
     with store._transaction() as conn:
-        row = _live_row(store, drawer_id, conn)  # as it is now, inside the transaction
-        if vector is not None and text == row.content:
-            vector = None
+        # Read again: the transaction has just added the pending recall hits to the row. Its
+        # text is still ``current``'s (only this process writes), so ``vector`` is the new one.
+        row = _live_row(store, drawer_id, conn)
         new = Row(**{**row.__dict__})
         changed = []
-        if text is not None and text != row.content:
-            new.content, new.vector = text, vector or row.vector
+        if vector is not None:
+            new.content, new.vector = text, vector
             changed.append("text")
         if room is not None and room != row.room:
             new.room = room
