@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import uuid
 from typing import Any
 
 import pytest
@@ -421,3 +422,44 @@ def test_the_contract_set_neither_knows_nor_passes_the_extended_arguments():
     }
     plan = plan_call("memory_get", {"drawer_id": "d"}, "dflt", "extended")
     assert (plan.method, plan.palace, plan.params) == ("drawer_get", "dflt", {"drawer_id": "d"})
+
+
+def test_resources_page_through_every_palace_and_drawer():
+    """resources/list: every palace on the first page, then each palace's drawers a page
+    at a time; following next_cursor lists every drawer exactly once."""
+    import mcp.types as types
+
+    home = short_tmp("tmp-")
+    daemon = Daemon(home)
+
+    async def go() -> None:
+        async with sdk_session(home, "--tools", "extended") as session:
+            await session.call_tool("palace_create", {"name": "a"})
+            await session.call_tool("palace_create", {"name": "b"})
+            with Client(daemon.config) as client:
+                texts = {"a": [f"note {i} about alpha" for i in range(130)], "b": ["beta"]}
+                for palace, batch in texts.items():
+                    rows = [{"drawer_id": str(uuid.uuid4()), "content": t} for t in batch]
+                    client.call("palace_import", {"drawers": rows}, palace=palace, timeout=120)
+            uris, pages, cursor = [], 0, None
+            while True:
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.list_resources(params=params)
+                pages += 1
+                uris += [r.uri for r in page.resources]
+                if (cursor := page.next_cursor) is None:
+                    break
+            assert pages == 3  # palaces + a's first 100; a's other 30; b's one
+            assert uris[:2] == ["trusty-memory://palace/a", "trusty-memory://palace/b"]
+            drawers = uris[2:]
+            assert len(drawers) == len(set(drawers)) == 131
+            assert sum(u.startswith("trusty-memory://palace/b/drawer/") for u in drawers) == 1
+            with pytest.raises(MCPError) as info:
+                await session.list_resources(params=types.PaginatedRequestParams(cursor="x!"))
+            assert info.value.code == -32602 and "not a cursor" in info.value.message
+
+    try:
+        asyncio.run(go())
+    finally:
+        stop_daemon_in(home)
+        shutil.rmtree(home, ignore_errors=True)
