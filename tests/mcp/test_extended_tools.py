@@ -141,6 +141,10 @@ def test_extended_tools_and_resources_through_the_sdk():
             assert await refused(
                 "memory_update", {"palace": p, "drawer_id": did, "importance": 3}
             ) == ("memory_update: 'importance' must be between 0.0 and 1.0, got 3")
+            big = "x" * 70_000  # over the default 64 KiB: refused before it costs an embedding
+            assert await refused("memory_update", {"palace": p, "drawer_id": did, "text": big}) == (
+                "memory_update: text is 70000 bytes; the limit is 65536"
+            )
             assert await refused("memory_get", {"palace": p}) == "missing 'drawer_id'"
             missing = "00000000-0000-4000-8000-000000000000"
             assert await refused("memory_get", {"palace": p, "drawer_id": missing}) == (
