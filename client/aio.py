@@ -135,7 +135,7 @@ class AsyncClient:
         return p.convert(data, p.UpdateResult)
 
     async def search(self, palace: str, query: str | None = None, **params: Any) -> p.SearchResult:
-        """A page of keyword-search hits (or, without a query, drawers newest first); pass
+        """A page of keyword-search hits (or, without a query, drawers last written first); pass
         the result's ``next_cursor`` as ``cursor`` for the next page."""
         data = await self.call("memory_search", {"query": query, **params}, palace=palace)
         return p.convert(data, p.SearchResult)

@@ -4,7 +4,7 @@
 * ``trusty-memory://palace/NAME/drawer/ID`` - a drawer, whole (``memory_get``'s fields).
 
 ``resources/list`` pages through them: every palace on the first page, then each palace's
-drawers newest first, ``PAGE`` at a time (the same cursor ``memory_search`` lists with,
+drawers last written first, ``PAGE`` at a time (the same cursor ``memory_search`` lists with,
 wrapped with the palace's place in the list). ``resources/templates/list`` gives the two
 URI templates, so a client can read a drawer it learned of elsewhere.
 

@@ -151,7 +151,8 @@ TOOLS: dict[str, dict[str, Any]] = {
         "description": (
             'Keyword search (every word must match; "quoted words" match as a phrase) with '
             "room, tag and time filters, a page at a time. Without a query, lists the "
-            "drawers newest first. Pass next_cursor back as cursor for the next page."
+            "drawers last written first (a new text counts as a write). Pass next_cursor back "
+            "as cursor for the next page."
         ),
         "properties": {
             "palace": PALACE,
@@ -195,7 +196,7 @@ TOOLS: dict[str, dict[str, Any]] = {
                         "description": "BM25 relevance (higher is better); null when listing",
                     },
                 ),
-                "description": "This page: best match first, or newest first when listing",
+                "description": "This page: best match first, or last written first when listing",
             },
             next_cursor={
                 "type": ["string", "null"],

@@ -213,7 +213,7 @@ class Client:
         return p.convert(data, p.UpdateResult)
 
     def search(self, palace: str, query: str | None = None, **params: Any) -> p.SearchResult:
-        """A page of keyword-search hits, or of all drawers newest first without a query;
+        """A page of keyword-search hits, or of all drawers last written first without a query;
         ``room``, ``tag``, ``since``, ``until``, ``limit`` and ``cursor`` (the previous
         page's ``next_cursor``) as ``protocol.SearchParams`` describes them."""
         data = self.call("memory_search", {"query": query, **params}, palace=palace)

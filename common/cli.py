@@ -726,7 +726,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = _command(sub, "search", cmd_search, "keyword and phrase search, a page at a time")
     s.add_argument("palace", help="palace name")
-    s.add_argument("query", nargs="?", help='words and "quoted phrases" (none: list, newest first)')
+    s.add_argument(
+        "query", nargs="?", help='words and "quoted phrases" (none: list, last written first)'
+    )
     s.add_argument("--room", help="only this room")
     s.add_argument("--tag", help="only drawers with this tag")
     s.add_argument("--since", help="only drawers stored at or after this time (RFC 3339)")

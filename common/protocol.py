@@ -299,7 +299,8 @@ class UpdateParams(msgspec.Struct, kw_only=True):
 class SearchParams(msgspec.Struct, kw_only=True):
     """``memory_search``: keyword and phrase search (FTS5) with filters, a page at a time.
 
-    Without ``query`` it lists the drawers newest first under the same filters. ``cursor``
+    Without ``query`` it lists the drawers last written first (an update of a text
+    writes the drawer again) under the same filters. ``cursor``
     is the ``next_cursor`` of the previous page (opaque; only valid with the same query).
     ``since`` / ``until`` bound ``created_at`` (RFC 3339; ``since`` inclusive, ``until``
     exclusive).

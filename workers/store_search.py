@@ -11,9 +11,10 @@ text is ever FTS syntax.
 
 Paging: ``next_cursor`` is opaque to callers. For a search it carries the offset of the
 next page in BM25 order (which a write in between may shift by a row or two); for a
-listing (no query) the label of the last drawer shown, so pages never repeat or skip a
-drawer however many are written meanwhile. Either carries a digest of the query and
-filters, and a cursor is refused with any others.
+listing (no query) the label of the last drawer shown, so later pages never repeat a
+drawer, and drawers written meanwhile are not in them (a new text writes a drawer again
+under a new label: one updated while a listing pages through shows up in no later page).
+Either carries a digest of the query and filters, and a cursor is refused with any others.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def fts_match(text: str) -> str:
 
 def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:
     """One page of drawers matching the query (best first) or, without one, all drawers
-    newest first; both under the room, tag and time filters."""
+    last written first; both under the room, tag and time filters."""
     limit = params.limit
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise v.invalid(f"limit: must be a positive integer, got {limit!r}")

@@ -174,7 +174,7 @@ def test_extended_tools_and_resources_through_the_sdk():
             assert [d["drawer_id"] for d in phrase["drawers"]] == [did]
             listing = await call("memory_search", {"palace": p, "limit": 20})
             assert listing["query"] is None and len(listing["drawers"]) == 13
-            assert listing["drawers"][-1]["drawer_id"] == did  # newest first; updated in place
+            assert listing["drawers"][-1]["drawer_id"] == did  # last written first: 12 came after
             assert all(d["score"] is None for d in listing["drawers"])
             future = await call("memory_search", {"palace": p, "since": "2999-01-01"})
             assert future["drawers"] == [] and future["next_cursor"] is None

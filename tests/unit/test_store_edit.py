@@ -129,8 +129,8 @@ def test_search_pages_with_a_cursor_and_filters(store):
         if cursor is None:
             break
     assert sorted(seen) == sorted(ids)
-    # Listing (no query): newest first, a cursor by label, so writes between pages are
-    # neither repeated nor skipped.
+    # Listing (no query): last written first, a cursor by label, so a drawer written between
+    # pages neither shifts the next page nor appears in it, and none is repeated or skipped.
     first = store_search.search(store, SearchParams(limit=4))
     remember(store, "written between pages")
     second = store_search.search(store, SearchParams(limit=4, cursor=first.next_cursor))
