@@ -141,3 +141,33 @@ class AsyncClient:
             raise p.TrustyError(p.ErrorCode.TIMEOUT, f"{method}: no answer within {wait_s:.1f}s")
         finally:
             self.waiting.pop(rid, None)
+
+    # -- named calls: what ``serve --tools extended`` offers, for in-process front ends ---
+
+    async def get(self, palace: str, drawer_id: str) -> p.DrawerDetail:
+        """One whole drawer by id (``drawer_get``)."""
+        data = await self.call("drawer_get", {"drawer_id": drawer_id}, palace=palace)
+        return p.convert(data, p.DrawerDetail)
+
+    async def update(self, palace: str, drawer_id: str, **fields: Any) -> p.UpdateResult:
+        """Change a drawer in place (``protocol.UpdateParams``); the previous version goes
+        to the archive."""
+        data = await self.call("memory_update", {"drawer_id": drawer_id, **fields}, palace=palace)
+        return p.convert(data, p.UpdateResult)
+
+    async def search(self, palace: str, query: str | None = None, **params: Any) -> p.SearchResult:
+        """A page of keyword-search hits (or, without a query, drawers last written first); pass
+        the result's ``next_cursor`` as ``cursor`` for the next page."""
+        data = await self.call("memory_search", {"query": query, **params}, palace=palace)
+        return p.convert(data, p.SearchResult)
+
+    async def kg_history(
+        self, palace: str, subject: str, predicate: str | None = None
+    ) -> p.KgQueryResult:
+        """Every triple of ``subject`` (one predicate's, if given), closed ones too."""
+        params = {"subject": subject, "predicate": predicate}
+        return p.convert(await self.call("kg_history", params, palace=palace), p.KgQueryResult)
+
+    async def palace_stats(self, palace: str) -> p.PalaceStats:
+        """Counts, index lag, last dream pass and sizes of one palace."""
+        return p.convert(await self.call("palace_stats", palace=palace), p.PalaceStats)

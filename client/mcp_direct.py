@@ -25,7 +25,9 @@ from trusty_memory.client.mcp_stdio import (
 )
 
 
-def serve_direct(edge: StdioEdge, palace: str | None, http_sock: Any, version: str) -> None:
+def serve_direct(
+    edge: StdioEdge, palace: str | None, http_sock: Any, version: str, tools: str = "contract"
+) -> None:
     """Run the SDK here until EOF or a signal (the edge is already started)."""
     from trusty_memory.logs import setup_logging
 
@@ -34,7 +36,7 @@ def serve_direct(edge: StdioEdge, palace: str | None, http_sock: Any, version: s
     token = ""
     if http_sock is not None:
         token = _announce_http(http_sock, log)
-    asyncio.run(_serve(edge, FrontEnd(palace, log), http_sock, version, token))
+    asyncio.run(_serve(edge, FrontEnd(palace, log, tools=tools), http_sock, version, token))
 
 
 async def _serve(

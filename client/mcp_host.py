@@ -8,10 +8,11 @@ reconnects). Eight sessions used to cost eight copies of the SDK.
 It listens on a Unix socket in the daemon's private run directory (recorded in the home's
 ``daemon.json`` as ``mcp``), accepts connections from the same user only, and runs one
 SDK session per connection. A connection starts with the relay's hello line
-(``{"palace", "initialize", "initialized", "handshake_id"}``): the host creates the
-session with that ``--palace`` default and replays the client's handshake into it under
-the relay's ``handshake_id``, dropping the SDK's answers to that id (the relay's edge
-already answered the client; a client that initialises again is relayed the same way).
+(``{"palace", "tools", "initialize", "initialized", "handshake_id"}``): the host creates
+the session with that ``--palace`` default and tool set and replays the client's
+handshake into it under the relay's ``handshake_id``, dropping the SDK's answers to that
+id (the relay's edge already answered the client; a client that initialises again is
+relayed the same way).
 Then JSON-RPC lines flow both ways.
 Every session shares one daemon client, so a session's write and its next read go through
 the same read-your-writes tracker.
@@ -98,7 +99,8 @@ class Host:
         hello = json.loads(await reader.readline() or b"null")
         if not isinstance(hello, dict):
             return
-        front = FrontEnd(hello.get("palace"), self.log, client=self.client)
+        tools = "extended" if hello.get("tools") == "extended" else "contract"
+        front = FrontEnd(hello.get("palace"), self.log, client=self.client, tools=tools)
         handshake_id = str(hello.get("handshake_id") or "relay-handshake")
 
         def send(message: dict[str, Any]) -> None:

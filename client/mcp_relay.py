@@ -24,8 +24,8 @@ embedding model). If the connection drops, every request still waiting on it is 
 with an error (never left hanging) and the next one reconnects.
 
 Wire to the host: a stream of JSON lines. The relay's first line is a hello, ``{"palace":
-..., "initialize": params or null, "initialized": bool, "handshake_id": id}``; then
-JSON-RPC messages both ways.
+..., "tools": "contract" or "extended", "initialize": params or null, "initialized": bool,
+"handshake_id": id}``; then JSON-RPC messages both ways.
 """
 
 from __future__ import annotations
@@ -218,9 +218,12 @@ class HostLink:
 class Relay:
     """Routes the edge's messages: answered here, or forwarded to the host in order."""
 
-    def __init__(self, edge: StdioEdge, palace: str | None, log: LazyLog) -> None:
+    def __init__(
+        self, edge: StdioEdge, palace: str | None, log: LazyLog, tools: str = "contract"
+    ) -> None:
         self.edge = edge
         self.palace = palace
+        self.tools = tools  # the tool set, for the local tools/list and the host's session
         self.log = log
         self.init_params: dict[str, Any] | None = None  # the client's initialize
         self.initialized = False  # the client sent notifications/initialized
@@ -270,7 +273,7 @@ class Relay:
             return {}
         from trusty_memory.client.mcp_tools import tool_definitions
 
-        return {"tools": tool_definitions(self.palace)}
+        return {"tools": tool_definitions(self.palace, self.tools)}
 
     # -- the forwarder thread -------------------------------------------------------------
 
@@ -331,7 +334,7 @@ class Relay:
                 return
             sock = open_host(start, self._announce_start)
             link = HostLink(sock, self._from_host, self._host_closed)
-            hello = {"palace": self.palace, "initialize": self.init_params}
+            hello = {"palace": self.palace, "tools": self.tools, "initialize": self.init_params}
             hello.update(initialized=self.initialized, handshake_id=self.handshake_id)
             link.send(hello)
             self.link = link
@@ -465,11 +468,11 @@ def _connect_record(record) -> socket.socket:
 # The process.
 
 
-def run_relay(edge: StdioEdge, palace: str | None) -> int:
+def run_relay(edge: StdioEdge, palace: str | None, tools: str = "contract") -> int:
     """Relay stdio to the host until EOF (requests already read finish) or a signal."""
     log = LazyLog(palace)
     edge.log = lambda event, fields: log.warning(event, **fields)
-    relay = Relay(edge, palace, log)
+    relay = Relay(edge, palace, log, tools)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

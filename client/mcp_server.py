@@ -12,7 +12,8 @@ The modules:
 * :mod:`.mcp_stdio` - the stdio edge: framing, parse errors, the instant ``initialize``,
   contract spellings of errors. Standard library only.
 * :mod:`.mcp_tools` - the ten tools: schemas verbatim from the contract, argument checks,
-  result shapes. No SDK, no ZeroMQ.
+  result shapes. No SDK, no ZeroMQ. :mod:`.mcp_tools_extended` - what ``--tools
+  extended`` adds (off by default, so ``tools/list`` stays the contract's).
 * this module - wiring: the SDK's low-level ``Server`` with ``tools/list`` and
   ``tools/call`` handlers (:func:`build_server`), one SDK session fed message by message
   (:class:`SdkSession`, also the host's), the ``--palace`` default, direct mode with its
@@ -60,14 +61,24 @@ _signalled: int | None = None  # the signal that interrupted start-up, if one di
 
 
 def run_serve(
-    palace: str | None = None, http: str | None = None, allow_remote: bool = False
+    palace: str | None = None,
+    http: str | None = None,
+    allow_remote: bool = False,
+    tools: str | None = None,
 ) -> int:
     """Serve MCP on stdio (and HTTP with ``http``) until EOF or a signal; the exit code.
 
-    Bad flags (an invalid palace name, a bad or busy ``--http`` address) print one line
-    on stderr and return 2 before anything is served.
+    Bad flags (an invalid palace name, a bad or busy ``--http`` address, an unknown tool
+    set) print one line on stderr and return 2 before anything is served. ``tools`` is
+    the tool set ("contract" or "extended"); None: ``TRUSTY_MEMORY_TOOLS``, else the
+    config's ``[mcp] tools``, else the contract's.
     """
     from trusty_memory import __version__
+
+    try:
+        tools = tool_set(tools)
+    except ValueError as exc:
+        return _usage_error(str(exc))
 
     if palace is not None:
         from trusty_memory.names import validate_palace_name
@@ -88,7 +99,7 @@ def run_serve(
 
     # Until the event loop owns them, a signal aborts start-up and still exits 0.
     previous = {sig: signal.signal(sig, _raise_shutdown) for sig in (signal.SIGTERM, signal.SIGINT)}
-    edge = StdioEdge(version=__version__, default_palace=palace)
+    edge = StdioEdge(version=__version__, default_palace=palace, extended=tools == "extended")
     try:
         edge.start()
         if os.environ.get("TRUSTY_MEMORY_SERVE_DEBUG_MODULES"):
@@ -96,10 +107,10 @@ def run_serve(
         if http_sock is None and _daemon_is_local():
             from trusty_memory.client.mcp_relay import run_relay
 
-            return run_relay(edge, palace)
+            return run_relay(edge, palace, tools)
         from trusty_memory.client.mcp_direct import serve_direct
 
-        serve_direct(edge, palace, http_sock, __version__)
+        serve_direct(edge, palace, http_sock, __version__, tools)
     except (ShutdownRequested, Exception):
         # A signal during start-up. The exception it raised may have been caught by the
         # code it interrupted and re-raised as another (pydantic turns it into a SchemaError
@@ -116,6 +127,22 @@ def run_serve(
         if http_sock is not None:
             http_sock.close()
     return 0
+
+
+def tool_set(flag: str | None) -> str:
+    """The tool set to serve: the flag, else the environment or config (``[mcp] tools``)."""
+    from trusty_memory.client.mcp_tools_extended import TOOL_SETS
+
+    if flag is None:
+        from trusty_memory.config import load_config
+
+        flag = load_config().mcp.tools
+        where = "[mcp] tools (or TRUSTY_MEMORY_TOOLS)"
+    else:
+        where = "--tools"
+    if flag not in TOOL_SETS:
+        raise ValueError(f"{where}: unknown tool set {flag!r}; choose {' or '.join(TOOL_SETS)}")
+    return flag
 
 
 def _daemon_is_local() -> bool:
@@ -154,12 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--daemon", metavar="ENDPOINT", help="a daemon elsewhere: tcp://HOST:PORT")
     parser.add_argument("--server-key", metavar="Z85", help="that daemon's public key")
+    parser.add_argument(
+        "--tools", choices=("contract", "extended"), help="tool set (default: the contract's)"
+    )
     args = parser.parse_args(argv)
     if args.daemon:
         os.environ["TRUSTY_MEMORY_DAEMON"] = args.daemon
     if args.server_key:
         os.environ["TRUSTY_MEMORY_SERVER_KEY"] = args.server_key
-    return run_serve(palace=args.palace, http=args.http, allow_remote=args.allow_remote)
+    return run_serve(
+        palace=args.palace, http=args.http, allow_remote=args.allow_remote, tools=args.tools
+    )
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 Used by the daemon's MCP host (one SDK session per relayed ``serve``) and by ``serve`` in
 direct mode (``mcp_direct.py``). :class:`FrontEnd` is what tool handlers need (the daemon
-client and the ``--palace`` default), :func:`build_server` is the SDK's low-level
-``Server`` with the contract's ten tools (``mcp_tools.py``), and :class:`SdkSession` runs
-that server over messages handed to it one at a time, whatever the transport.
+client, the ``--palace`` default and the tool set), :func:`build_server` is the SDK's
+low-level ``Server`` with the contract's ten tools (``mcp_tools.py``), or with
+``--tools extended`` those plus ``mcp_tools_extended.py``'s and the resources of
+``mcp_resources.py``, and :class:`SdkSession` runs that server over messages handed to it
+one at a time, whatever the transport.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ class FrontEnd:
     A ``serve`` process in direct mode has one; the MCP host has one per session, all
     with the host's single daemon client."""
 
-    def __init__(self, default_palace: str | None, log: Any, client: Any = None) -> None:
+    def __init__(
+        self, default_palace: str | None, log: Any, client: Any = None, tools: str = "contract"
+    ) -> None:
         self.default_palace = default_palace
         self.log = log
+        self.tools = tools  # "contract" or "extended" (mcp_tools_extended.py)
         self._client: Any = client
         self._owns_client = client is None
         self._ensure: asyncio.Task[None] | None = None
@@ -100,6 +105,7 @@ class FrontEnd:
                 self.client(),
                 default_palace=self.default_palace,
                 before_call=self.ensure_default_palace,
+                tools=self.tools,
             )
         except ToolError as exc:
             self.log.debug("tool call failed", tool=name, error=exc.message)
@@ -109,14 +115,17 @@ class FrontEnd:
 
 
 def build_server(front: FrontEnd, version: str) -> Any:
-    """The SDK's low-level ``Server`` with the contract's tools."""
+    """The SDK's low-level ``Server`` with the session's tool set (and, extended, the
+    resources)."""
     import mcp.types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
 
     from trusty_memory.client.mcp_tools import ToolError, tool_definitions
 
-    tools = [types.Tool.model_validate(t) for t in tool_definitions(front.default_palace)]
+    tools = [
+        types.Tool.model_validate(t) for t in tool_definitions(front.default_palace, front.tools)
+    ]
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -134,8 +143,17 @@ def build_server(front: FrontEnd, version: str) -> Any:
             content=[types.TextContent(type="text", text=text)], structured_content=result
         )
 
+    resources: dict[str, Any] = {}
+    if front.tools == "extended":
+        from trusty_memory.client.mcp_resources import resource_handlers
+
+        resources = resource_handlers(front)
     server = Server(
-        "trusty-memory", version=version, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+        "trusty-memory",
+        version=version,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        **resources,
     )
     if front.default_palace:
         # stdio's handshake is answered by the edge; this covers --http sessions.

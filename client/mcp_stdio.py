@@ -43,6 +43,8 @@ LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 
 # The methods the contract recognises (seeds/000, section 6).
 REQUEST_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call"})
+# ``serve --tools extended`` serves palaces and drawers as MCP resources too.
+RESOURCE_METHODS = frozenset({"resources/list", "resources/read", "resources/templates/list"})
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -76,14 +78,19 @@ def negotiate_version(requested: Any) -> str:
     return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
 
 
-def initialize_result(requested_version: Any, version: str, default_palace: str | None) -> dict:
-    """The contract's ``initialize`` result."""
+def initialize_result(
+    requested_version: Any, version: str, default_palace: str | None, extended: bool = False
+) -> dict:
+    """The contract's ``initialize`` result (with the extended tools, resources too)."""
     server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
     if default_palace:
         server_info["default_palace"] = default_palace
+    capabilities: dict[str, Any] = {"tools": {}}
+    if extended:
+        capabilities["resources"] = {}
     return {
         "protocolVersion": negotiate_version(requested_version),
-        "capabilities": {"tools": {}},
+        "capabilities": capabilities,
         "serverInfo": server_info,
     }
 
@@ -125,12 +132,15 @@ class StdioEdge:
         *,
         version: str,
         default_palace: str | None = None,
+        extended: bool = False,
         stdin_fd: int = 0,
         stdout_fd: int = 1,
         log: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.version = version
         self.default_palace = default_palace
+        self.extended = extended
+        self.methods = REQUEST_METHODS | (RESOURCE_METHODS if extended else frozenset())
         self._stdin_fd = stdin_fd
         self._stdout_fd = stdout_fd
         self.log = log or (lambda event, fields: None)
@@ -346,7 +356,7 @@ class StdioEdge:
                     self.forget(params["requestId"])  # a cancelled request gets no answer
             self._deliver(message)  # the SDK ignores notifications it does not know
             return
-        if method not in REQUEST_METHODS:
+        if method not in self.methods:
             self.send(error_message(rid, METHOD_NOT_FOUND, f"Method not found: {method}"))
             return
         if method == "tools/call" and (problem := _tools_call_problem(message.get("params"))):
@@ -363,7 +373,9 @@ class StdioEdge:
                     )
                 )
                 return
-            result = initialize_result(params["protocolVersion"], self.version, self.default_palace)
+            result = initialize_result(
+                params["protocolVersion"], self.version, self.default_palace, self.extended
+            )
             self.send({"jsonrpc": "2.0", "id": rid, "result": result})
             with self._lock:
                 self._suppress.add(id_key(rid))

@@ -330,8 +330,13 @@ def _input_schema(name: str, default_palace: str | None) -> dict[str, Any]:
     return schema
 
 
-def tool_definitions(default_palace: str | None = None) -> list[dict[str, Any]]:
+def tool_definitions(
+    default_palace: str | None = None, tools: str = "contract"
+) -> list[dict[str, Any]]:
     """The ``tools/list`` entries in wire (camelCase) form.
+
+    ``tools="extended"`` adds ``mcp_tools_extended.TOOLS`` after the contract's ten and
+    ``as_of`` to ``kg_query``; the contract's entries are otherwise the same objects.
 
     The contract's name, description and input schema, plus the additions above. With a
     default palace, ``palace`` leaves ``required`` but stays an accepted property, as the
@@ -342,10 +347,10 @@ def tool_definitions(default_palace: str | None = None) -> list[dict[str, Any]]:
     ``title`` and ``outputSchema``, so the same entries serve every revision; the relay
     answers with them as they are (tests/mcp/test_relay.py holds the two answers equal).
     """
-    tools = []
+    entries = []
     for name, (description, _, _) in _TABLE.items():
         title = _TITLES[name]
-        tools.append(
+        entries.append(
             {
                 "name": name,
                 "title": title,
@@ -357,7 +362,35 @@ def tool_definitions(default_palace: str | None = None) -> list[dict[str, Any]]:
                 "annotations": {"title": title, **_ANNOTATIONS[name]},
             }
         )
-    return tools
+    if tools == "extended":
+        _add_extended(entries, default_palace)
+    return entries
+
+
+def _add_extended(entries: list[dict[str, Any]], default_palace: str | None) -> None:
+    from trusty_memory.client import mcp_tools_extended as ext
+
+    for entry in entries:
+        if entry["name"] == "kg_query":
+            entry["inputSchema"]["properties"]["as_of"] = dict(ext.KG_QUERY_AS_OF)
+    for name, tool in ext.TOOLS.items():
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": json.loads(json.dumps(tool["properties"])),
+        }
+        req = [r for r in tool["required"] if not (r == "palace" and default_palace)]
+        if req:
+            schema["required"] = req
+        entries.append(
+            {
+                "name": name,
+                "title": tool["title"],
+                "description": tool["description"],
+                "inputSchema": schema,
+                "outputSchema": json.loads(json.dumps(tool["output"])),
+                "annotations": {"title": tool["title"], **tool["annotations"]},
+            }
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -392,6 +425,7 @@ class Args:
     def __init__(self, tool: str, arguments: dict[str, Any] | None) -> None:
         self.tool = tool
         self.raw = arguments or {}
+        self.extended = False  # the call came through the extended tool set
 
     def _get(self, key: str) -> Any:
         return self.raw.get(key)
@@ -521,6 +555,8 @@ class Plan:
     params: dict[str, Any]
     palace: str | None
     shape: Callable[[Any], dict[str, Any]]
+    # Tools that need more than one daemon call (``health``) run this instead.
+    run: Callable[[Backend], Awaitable[dict[str, Any]]] | None = None
 
 
 def _palace_params(name: str, a: Args) -> tuple[dict[str, Any], Callable[[Any], dict[str, Any]]]:
@@ -554,24 +590,37 @@ def _palace_params(name: str, a: Args) -> tuple[dict[str, Any], Callable[[Any], 
         }
         return params, _shape_kg_assert
     if name == "kg_query":
-        return {"subject": a.string("subject", required=True)}, _shape_kg_query
+        params = {"subject": a.string("subject", required=True)}
+        if a.extended and a.raw.get("as_of") is not None:
+            params["as_of"] = a.string("as_of")  # the extended set's argument
+        return params, _shape_kg_query
     if name == "palace_info":
         return {}, _fields("id", "name", "drawer_count", "data_dir")
     raise ToolError(f"unknown tool: {name}")
 
 
-def plan_call(name: str, arguments: dict[str, Any] | None, default_palace: str | None) -> Plan:
+def plan_call(
+    name: str,
+    arguments: dict[str, Any] | None,
+    default_palace: str | None,
+    tools: str = "contract",
+) -> Plan:
     """Check a call's arguments and build its daemon request, without any I/O.
 
     Everything the front end can reject, it rejects here, so a bad call fails fast
-    even when no daemon is running.
+    even when no daemon is running. ``tools="extended"`` also accepts the extended set
+    (``mcp_tools_extended.py``); without it those names are unknown tools.
     """
     from trusty_memory.names import validate_palace_name
     from trusty_memory.protocol import TrustyError
 
+    extended = tools == "extended"
+    if extended and name not in _TABLE:
+        return _plan_extended(name, arguments, default_palace)
     if name not in _TABLE:
         raise ToolError(f"unknown tool: {name}")
     a = Args(name, arguments)
+    a.extended = extended
     if name == "palace_list":
         return Plan("palace_list", {}, None, _shape_palace_list)
     if name == "palace_create":
@@ -587,6 +636,21 @@ def plan_call(name: str, arguments: dict[str, Any] | None, default_palace: str |
     return Plan(name, params, palace, shape)
 
 
+def _plan_extended(name: str, arguments: dict[str, Any] | None, default_palace: str | None) -> Plan:
+    from trusty_memory.client import mcp_tools_extended as ext
+
+    if name not in ext.TOOLS:
+        raise ToolError(f"unknown tool: {name}")
+    a = Args(name, arguments)
+    if name == "health":
+        return Plan("status", {}, None, dict, run=ext.health)
+    if name == "palace_delete":
+        return Plan("palace_delete", {}, None, dict, run=ext.delete_runner(ext.confirm_delete(a)))
+    palace = resolve_palace(a, default_palace)
+    params, shape = ext.palace_params(name, a)
+    return Plan(ext.DAEMON_METHODS.get(name, name), params, palace, shape)
+
+
 async def call_tool(
     name: str,
     arguments: dict[str, Any] | None,
@@ -594,6 +658,7 @@ async def call_tool(
     *,
     default_palace: str | None = None,
     before_call: Callable[[], Awaitable[None]] | None = None,
+    tools: str = "contract",
 ) -> dict[str, Any]:
     """Run one tool; return the contract's result object or raise :class:`ToolError`.
 
@@ -603,10 +668,12 @@ async def call_tool(
     """
     from trusty_memory.protocol import TrustyError
 
-    plan = plan_call(name, arguments, default_palace)
+    plan = plan_call(name, arguments, default_palace, tools)
     try:
         if before_call is not None:
             await before_call()
+        if plan.run is not None:
+            return await plan.run(backend)
         data = await backend.call(plan.method, plan.params, palace=plan.palace)
     except TrustyError as exc:
         raise ToolError(exc.message) from None

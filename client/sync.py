@@ -227,6 +227,48 @@ class Client:
         params = {"subject": subject, "predicate": predicate, "object": object, **kw}
         return self.call("kg_assert", params, palace=palace)
 
-    def kg_query(self, palace: str, subject: str) -> p.KgQueryResult:
-        data = self.call("kg_query", {"subject": subject}, palace=palace)
+    def kg_query(self, palace: str, subject: str, as_of: str | None = None) -> p.KgQueryResult:
+        """The subject's active triples; with ``as_of`` (RFC 3339), those active then."""
+        params = {"subject": subject} if as_of is None else {"subject": subject, "as_of": as_of}
+        data = self.call("kg_query", params, palace=palace)
         return p.convert(data, p.KgQueryResult)
+
+    # -- what ``serve --tools extended`` offers, for any client ---------------------------
+
+    def get(self, palace: str, drawer_id: str) -> p.DrawerDetail:
+        """One whole drawer by id (``drawer_get``); ``DRAWER_NOT_FOUND`` names the archive
+        when the drawer is there."""
+        data = self.call("drawer_get", {"drawer_id": drawer_id}, palace=palace)
+        return p.convert(data, p.DrawerDetail)
+
+    def update(self, palace: str, drawer_id: str, **fields: Any) -> p.UpdateResult:
+        """Change a drawer in place: ``text``, ``room``, ``tags``, ``importance`` (see
+        ``protocol.UpdateParams``); the previous version goes to the archive."""
+        data = self.call("memory_update", {"drawer_id": drawer_id, **fields}, palace=palace)
+        return p.convert(data, p.UpdateResult)
+
+    def search(self, palace: str, query: str | None = None, **params: Any) -> p.SearchResult:
+        """A page of keyword-search hits, or of all drawers last written first without a query;
+        ``room``, ``tag``, ``since``, ``until``, ``limit`` and ``cursor`` (the previous
+        page's ``next_cursor``) as ``protocol.SearchParams`` describes them."""
+        data = self.call("memory_search", {"query": query, **params}, palace=palace)
+        return p.convert(data, p.SearchResult)
+
+    def kg_history(
+        self, palace: str, subject: str, predicate: str | None = None
+    ) -> p.KgQueryResult:
+        """Every triple of ``subject`` (one predicate's, if given), closed ones too."""
+        params = {"subject": subject, "predicate": predicate}
+        return p.convert(self.call("kg_history", params, palace=palace), p.KgQueryResult)
+
+    def kg_invalidate(
+        self, palace: str, subject: str, predicate: str, object: str | None = None
+    ) -> p.KgInvalidateResult:
+        """Close the active (subject, predicate) fact without a replacement."""
+        params = {"subject": subject, "predicate": predicate, "object": object}
+        data = self.call("kg_invalidate", params, palace=palace)
+        return p.convert(data, p.KgInvalidateResult)
+
+    def palace_stats(self, palace: str) -> p.PalaceStats:
+        """Counts, index lag, last dream pass and sizes, from whichever worker answers."""
+        return p.convert(self.call("palace_stats", palace=palace), p.PalaceStats)

@@ -29,7 +29,9 @@ def _print(args, data, text: str) -> None:
 def cmd_serve(args) -> int:
     from trusty_memory.client.mcp_server import run_serve
 
-    return run_serve(palace=args.palace, http=args.http, allow_remote=args.allow_remote)
+    return run_serve(
+        palace=args.palace, http=args.http, allow_remote=args.allow_remote, tools=args.tools
+    )
 
 
 def cmd_ui(args) -> int:
@@ -438,13 +440,106 @@ def cmd_kg_assert(args) -> int:
 def cmd_kg_query(args) -> int:
     import msgspec
 
-    result = _client().kg_query(args.palace, args.subject)
+    result = _client().kg_query(args.palace, args.subject, as_of=args.as_of)
     lines = [
         f"{t.subject} {t.predicate} {t.object}  (since {t.valid_from}, confidence {t.confidence})"
         for t in result.triples
     ]
     _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(no facts)")
     return 0
+
+
+def cmd_kg_history(args) -> int:
+    import msgspec
+
+    result = _client().kg_history(args.palace, args.subject, args.predicate)
+    lines = [
+        f"{t.valid_from} .. {t.valid_to or 'now':20}  {t.subject} {t.predicate} {t.object}"
+        for t in result.triples
+    ]
+    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(no facts)")
+    return 0
+
+
+def cmd_kg_invalidate(args) -> int:
+    import msgspec
+
+    result = _client().kg_invalidate(args.palace, args.subject, args.predicate, args.object)
+    text = f"invalidated: {result.subject} {result.predicate} {result.object} ({result.valid_to})"
+    _print(args, msgspec.to_builtins(result), text)
+    return 0
+
+
+def cmd_update(args) -> int:
+    import msgspec
+
+    text = sys.stdin.read().rstrip("\r\n") if args.text == "-" else args.text
+    fields = {"text": text, "room": args.room, "importance": args.importance}
+    if args.tag is not None:
+        fields["tags"] = [] if args.tag == [""] else args.tag
+    result = _client().update(args.palace, args.drawer_id, **fields)
+    text = f"{result.status} {result.drawer_id}"
+    if result.previous_version:
+        text += f" ({', '.join(result.changed)}; previous version {result.previous_version})"
+    _print(args, msgspec.to_builtins(result), text)
+    return 0
+
+
+def cmd_search(args) -> int:
+    import msgspec
+
+    params = {"room": args.room, "tag": args.tag, "since": args.since, "until": args.until,
+              "limit": args.limit, "cursor": args.cursor}  # fmt: skip
+    result = _client().search(args.palace, args.query, **params)
+    lines = [f"{d.created_at}  {d.drawer_id}  {d.content[:80]}" for d in result.drawers]
+    if result.next_cursor:
+        lines.append(f"(more: --cursor {result.next_cursor})")
+    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(nothing)")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    import msgspec
+
+    s = _client().palace_stats(args.palace)
+    rooms = ", ".join(f"{room} {n}" for room, n in s.room_counts.items()) or "no rooms"
+    text = (
+        f"{s.palace}: {s.drawer_count} drawers ({rooms}), {s.tag_count} tags,"
+        f" {s.triple_count} active facts of {s.triple_total}, {s.archived_count} archived\n"
+        f"change log at {s.last_seq}, index at {s.index_seq} (lag {s.index_lag},"
+        f" {'loaded' if s.index_loaded else 'released'}); last dream {s.last_dream_at or 'never'}\n"
+        f"{s.db_bytes / 1e6:.1f} MB in SQLite, {s.index_bytes / 1e6:.1f} MB index snapshot"
+    )
+    _print(args, msgspec.to_builtins(s), text)
+    return 0
+
+
+def cmd_health(args) -> int:
+    import asyncio
+
+    from trusty_memory.client.aio import AsyncClient
+    from trusty_memory.client.mcp_tools_extended import health
+
+    async def check() -> dict:
+        async with AsyncClient() as client:
+            return await health(client)
+
+    data = asyncio.run(check())
+    embedder = data["embedder"]
+    embed = f"{embedder['embed_ms']} ms" if embedder["ok"] else f"FAILED: {embedder['error']}"
+    text = (
+        f"{data['status']}: daemon {data['version']} pid {data['pid']}, up {data['uptime_s']:.0f}s,"
+        f" {data['restarts']} restarts\n"
+        f"embedder: {embedder['workers']} workers, one embedding {embed}\n"
+        f"dreamer: {'running' if data['dreamer']['running'] else 'not running'}\n"
+        + "\n".join(
+            f"palace {x['palace']}: {x['workers']} workers, {x['queued']} queued,"
+            f" reader lag {x['max_lag']}"
+            for x in data["palaces"]
+        )
+    )
+    _print(args, data, text.rstrip())
+    return 0 if data["status"] == "ok" else 1
 
 
 def cmd_doctor(args) -> int:
@@ -629,7 +724,11 @@ def cmd_archive_list(args) -> int:
     data = _client().call("archive_list", params, palace=args.palace)
     lines = []
     for d in data["drawers"]:
-        why = f"merged into {d['merged_into']}" if d["reason"] == "merged" else d["reason"]
+        why = d["reason"]
+        if d["reason"] == "merged":
+            why = f"merged into {d['merged_into']}"
+        elif d["reason"] == "updated":
+            why = f"earlier version of {d['merged_into']}"
         lines.append(f"{d['archived_at']}  {d['drawer_id']}  {why}  {d['content'][:60]}")
     _print(args, data, "\n".join(lines) or "(archive empty)")
     return 0
@@ -651,10 +750,18 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _command(sub, name: str, fn, help: str, description: str | None = None, remote=False):
+def _command(
+    sub,
+    name: str,
+    fn,
+    help: str,
+    description: str | None = None,
+    remote: bool = False,
+    aliases: tuple[str, ...] = (),
+):
     """A subcommand; each also takes ``--json``, so it may come before or after it. With
     ``remote``, also ``--daemon``/``--server-key``: talk to a daemon on another host."""
-    parser = sub.add_parser(name, help=help, description=description or help)
+    parser = sub.add_parser(name, help=help, description=description or help, aliases=list(aliases))
     parser.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
     )
@@ -698,6 +805,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--http", metavar="ADDR", help="also serve MCP over HTTP at ADDR (host:port)")
     s.add_argument(
         "--allow-remote", action="store_true", help="allow --http on a non-loopback address"
+    )
+    s.add_argument(
+        "--tools",
+        choices=("contract", "extended"),
+        help="tool set: the contract's ten (default; [mcp] tools, TRUSTY_MEMORY_TOOLS), or"
+        " extended: also update, get, search, history, invalidate, delete, stats, health",
     )
 
     s = _command(
@@ -764,7 +877,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tag", help="only drawers with this tag")
     s.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
 
-    s = _command(sub, "show", cmd_show, "one whole drawer by id", remote=True)
+    s = _command(sub, "show", cmd_show, "one whole drawer by id", remote=True, aliases=("get",))
     s.add_argument("drawer_id", help="the drawer's id")
     s.add_argument("--palace", help="the palace that holds it (default: look in every palace)")
 
@@ -772,7 +885,50 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("palace", help="palace name")
     s.add_argument("drawer_id", help="the drawer's id")
 
-    kg = _command(sub, "kg", None, "the temporal knowledge graph: assert or query facts")
+    s = _command(
+        sub,
+        "update",
+        cmd_update,
+        "change a drawer in place (the previous version goes to the archive)",
+        remote=True,
+    )
+    s.add_argument("palace", help="palace name")
+    s.add_argument("drawer_id", help="the drawer's id")
+    s.add_argument("--text", help="new text (embedded again), or - to read it from stdin")
+    s.add_argument("--room", help="new room")
+    s.add_argument("--tag", action="append", help="a tag (repeatable; replaces them all;"
+                   " --tag '' clears them)")  # fmt: skip
+    s.add_argument("--importance", type=float, help="new importance, 0..1")
+
+    s = _command(
+        sub, "search", cmd_search, "keyword and phrase search, a page at a time", remote=True
+    )
+    s.add_argument("palace", help="palace name")
+    s.add_argument(
+        "query", nargs="?", help='words and "quoted phrases" (none: list, last written first)'
+    )
+    s.add_argument("--room", help="only this room")
+    s.add_argument("--tag", help="only drawers with this tag")
+    s.add_argument("--since", help="only drawers stored at or after this time (RFC 3339)")
+    s.add_argument("--until", help="only drawers stored before this time (RFC 3339)")
+    s.add_argument("--limit", type=int, default=20, help="per page (default 20)")
+    s.add_argument("--cursor", help="the next page: the cursor the previous one printed")
+
+    s = _command(
+        sub, "stats", cmd_stats, "a palace's counts, index lag, last dream, sizes", remote=True
+    )
+    s.add_argument("palace", help="palace name")
+    _command(
+        sub,
+        "health",
+        cmd_health,
+        "the daemon's workers, embedder and dreamer; exit 1 if not ok",
+        remote=True,
+    )
+
+    kg = _command(
+        sub, "kg", None, "the temporal knowledge graph: assert, query, trace or close facts"
+    )
     kg_sub = kg.add_subparsers(dest="kg_command", required=True, metavar="ACTION")
     s = _command(
         kg_sub, "assert", cmd_kg_assert, "assert a fact (closes the one it replaces)", remote=True
@@ -786,6 +942,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = _command(kg_sub, "query", cmd_kg_query, "the facts now true of a subject", remote=True)
     s.add_argument("palace", help="palace name")
     s.add_argument("subject")
+    s.add_argument("--as-of", help="the facts true at this time instead (RFC 3339)")
+    s = _command(
+        kg_sub, "history", cmd_kg_history, "every fact of a subject, closed ones too", remote=True
+    )
+    s.add_argument("palace", help="palace name")
+    s.add_argument("subject")
+    s.add_argument("--predicate", help="only this relationship")
+    s = _command(
+        kg_sub, "invalidate", cmd_kg_invalidate, "close a fact without a replacement", remote=True
+    )
+    s.add_argument("palace", help="palace name")
+    s.add_argument("subject")
+    s.add_argument("predicate")
+    s.add_argument("--object", help="only if this is its value")
 
     s = _command(
         sub,
@@ -816,16 +986,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     _command(sub, "dreamer", cmd_dreamer, "run the dreamer process in the foreground")
 
-    archive = _command(sub, "archive", None, "drawers the dreamer pruned or merged")
+    archive = _command(
+        sub, "archive", None, "drawers the dreamer pruned or merged, versions updates replaced"
+    )
     archive_sub = archive.add_subparsers(dest="archive_command", required=True, metavar="ACTION")
     s = _command(
         archive_sub, "list", cmd_archive_list, "archived drawers, oldest first", remote=True
     )
     s.add_argument("palace", help="palace name")
-    s.add_argument("--reason", choices=["pruned", "merged"], help="only this kind")
+    s.add_argument("--reason", choices=["pruned", "merged", "updated"], help="only this kind")
     s.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     s = _command(
-        archive_sub, "restore", cmd_archive_restore, "put an archived drawer back", remote=True
+        archive_sub,
+        "restore",
+        cmd_archive_restore,
+        "put an archived drawer back (an update's version: into its drawer)",
+        remote=True,
     )
     s.add_argument("palace", help="palace name")
     s.add_argument("drawer_id", help="the archived drawer's id")

@@ -34,6 +34,9 @@ Example ``config.toml``::
 
     [daemon]
     idle_exit_s = 1800        # a daemon a client started exits after this long unused
+
+    [mcp]
+    tools = "contract"        # "extended": serve also lists update, search, history, ...
 """
 
 from __future__ import annotations
@@ -179,6 +182,16 @@ class DaemonSettings:
 
 
 @dataclass(frozen=True)
+class McpSettings:
+    """``serve``: which tools it lists. "contract" (the default): exactly the contract's
+    ten; "extended": those plus update, search, history and the rest
+    (``client/mcp_tools_extended.py``). ``TRUSTY_MEMORY_TOOLS`` overrides it, and
+    ``serve --tools`` both."""
+
+    tools: str = "contract"
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     run_dir: Path
@@ -188,6 +201,7 @@ class Config:
     dreamer: DreamerSettings = field(default_factory=DreamerSettings)
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
     client: ClientSettings = field(default_factory=ClientSettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
 
     @property
     def daemon_endpoint(self) -> str:
@@ -289,6 +303,7 @@ def load_config() -> Config:
         dreamer=_section(DreamerSettings, raw.get("dreamer", {}), "TRUSTY_MEMORY_DREAMER_"),
         daemon=_section(DaemonSettings, raw.get("daemon", {}), "TRUSTY_MEMORY_DAEMON_"),
         client=_client_section(raw.get("client", {})),
+        mcp=_mcp_settings(raw.get("mcp", {})),
     )
 
 
@@ -311,3 +326,10 @@ def _client_section(raw: dict[str, Any]) -> ClientSettings:
         if os.environ.get(env):
             values[name] = os.environ[env]
     return ClientSettings(**values)
+
+
+def _mcp_settings(raw: dict[str, Any]) -> McpSettings:
+    settings = _section(McpSettings, raw, "TRUSTY_MEMORY_MCP_")
+    if os.environ.get("TRUSTY_MEMORY_TOOLS"):  # the short name the docs give
+        settings = replace(settings, tools=os.environ["TRUSTY_MEMORY_TOOLS"])
+    return settings

@@ -77,6 +77,7 @@ class ErrorCode(enum.IntEnum):
     # 2xxx not found.
     PALACE_NOT_FOUND = 2001
     DRAWER_NOT_FOUND = 2002
+    FACT_NOT_FOUND = 2003
     # 3xxx conflict.
     PALACE_EXISTS = 3001
     # 4xxx storage: SQLite or the vector index failed.
@@ -269,6 +270,57 @@ class KgAssertParams(msgspec.Struct, kw_only=True):
 
 class KgQueryParams(msgspec.Struct, kw_only=True):
     subject: str
+    # RFC 3339: the triples that were active at that moment (closed ones included) rather
+    # than the active ones now.
+    as_of: str | None = None
+
+
+class KgHistoryParams(msgspec.Struct, kw_only=True):
+    """``kg_history``: every triple of ``subject`` (optionally one predicate), closed ones
+    too, in assertion order."""
+
+    subject: str
+    predicate: str | None = None
+
+
+class KgInvalidateParams(msgspec.Struct, kw_only=True):
+    """``kg_invalidate``: close the active (subject, predicate) fact without asserting a
+    replacement; with ``object``, only if that is its value."""
+
+    subject: str
+    predicate: str
+    object: str | None = None
+
+
+class UpdateParams(msgspec.Struct, kw_only=True):
+    """``memory_update``: change a drawer in place (same id). Each field left out stays as
+    it is; a new ``text`` is embedded again. The previous version goes to the archive
+    (reason ``updated``), from where ``archive_restore`` of its version id brings it back."""
+
+    drawer_id: str
+    text: str | None = None
+    room: str | None = None
+    tags: list[str] | None = None
+    importance: float | None = None
+
+
+class SearchParams(msgspec.Struct, kw_only=True):
+    """``memory_search``: keyword and phrase search (FTS5) with filters, a page at a time.
+
+    Without ``query`` it lists the drawers last written first (an update of a text
+    writes the drawer again) under the same filters. ``cursor``
+    is the ``next_cursor`` of the previous page (opaque; only valid with the same query).
+    ``since`` / ``until`` bound ``created_at`` (RFC 3339; ``since`` inclusive, ``until``
+    exclusive).
+    """
+
+    query: str | None = None
+    room: str | None = None
+    tag: str | None = None
+    since: str | None = None
+    until: str | None = None
+    limit: int = 20
+    cursor: str | None = None
 
 
 class EmbedParams(msgspec.Struct, kw_only=True):
@@ -311,6 +363,61 @@ class ImportParams(msgspec.Struct, kw_only=True):
 
 class DrawerGetParams(msgspec.Struct, kw_only=True):
     drawer_id: str
+
+
+class UpdateResult(msgspec.Struct, kw_only=True):
+    drawer_id: str
+    palace: str
+    status: str  # "updated", or "unchanged" when every given field already had that value
+    changed: list[str]  # the fields that changed: text, room, tags, importance
+    # The archive entry holding the previous version (``archive_restore`` takes it back);
+    # None when nothing changed.
+    previous_version: str | None = None
+
+
+class SearchHit(msgspec.Struct, kw_only=True):
+    drawer_id: str
+    content: str
+    room: str
+    tags: list[str]
+    importance: float
+    created_at: str
+    score: float | None = None  # BM25 relevance (higher is better); None when listing
+
+
+class SearchResult(msgspec.Struct, kw_only=True):
+    palace: str
+    query: str | None
+    drawers: list[SearchHit]
+    next_cursor: str | None = None  # None: this was the last page
+
+
+class KgInvalidateResult(msgspec.Struct, kw_only=True):
+    status: str  # "invalidated"
+    subject: str
+    predicate: str
+    object: str
+    valid_to: str
+
+
+class PalaceStats(msgspec.Struct, kw_only=True):
+    """``palace_stats``: what a palace holds and how far its worker is behind."""
+
+    palace: str
+    role: str  # the worker that answered: "writer" or "reader"
+    drawer_count: int
+    room_counts: dict[str, int]
+    tag_count: int
+    triple_count: int  # active
+    triple_total: int  # closed ones included
+    archived_count: int
+    last_seq: int  # the newest change this worker has read
+    index_seq: int  # the newest change its vector index holds
+    index_lag: int  # changes the index has yet to apply (a released index waits for a load)
+    index_loaded: bool
+    last_dream_at: str | None
+    db_bytes: int  # palace.sqlite3 with its WAL
+    index_bytes: int  # the newest index snapshot on disk
 
 
 class ExportParams(msgspec.Struct, kw_only=True):
@@ -562,7 +669,7 @@ class DreamFinishParams(msgspec.Struct, kw_only=True):
 class ArchiveListParams(msgspec.Struct, kw_only=True):
     after: int = 0
     limit: int = 50
-    reason: str | None = None  # "pruned" or "merged"
+    reason: str | None = None  # "pruned", "merged" or "updated" (memory_update's versions)
 
 
 class ArchivedDrawer(msgspec.Struct, kw_only=True):
@@ -618,6 +725,8 @@ PALACE_WRITE_METHODS = (
             "palace_import",
             "palace_hits",
             "archive_restore",
+            "memory_update",
+            "kg_invalidate",
         }
     )
     | DREAM_METHODS
@@ -632,6 +741,9 @@ PALACE_READ_METHODS = frozenset(
         "palace_export",
         "archive_list",
         "drawer_get",
+        "memory_search",
+        "kg_history",
+        "palace_stats",
         "noop",
     }
 )
@@ -657,6 +769,11 @@ PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "palace_import": ImportParams,
     "palace_export": ExportParams,
     "drawer_get": DrawerGetParams,
+    "memory_update": UpdateParams,
+    "memory_search": SearchParams,
+    "kg_history": KgHistoryParams,
+    "kg_invalidate": KgInvalidateParams,
+    "palace_stats": PalaceParams,
     "embed": EmbedParams,
     "dream_status": PalaceParams,
     "dream_scan": DreamScanParams,

@@ -468,8 +468,10 @@ def _merge_into(
     for member in members:
         _archive(conn, member, "merged", keep.id, delete=member is not source)
         # Drawers merged into this member earlier now point at the survivor.
+        # (Versions an update archived keep naming their own drawer.)
         conn.execute(
-            "UPDATE archive SET merged_into = ? WHERE merged_into = ?", (keep.id, member.id)
+            "UPDATE archive SET merged_into = ? WHERE merged_into = ? AND reason = 'merged'",
+            (keep.id, member.id),
         )
     assignments = "tags = ?, importance = ?, base_importance = ?, hits = ?, created_at = ?"
     if not moves:
@@ -688,8 +690,10 @@ def archive_list(store: PalaceStore, params: p.ArchiveListParams) -> p.ArchiveLi
     limit = _check_limit(params.limit, ARCHIVE_LIMIT_MAX)
     where, args = ["seq > ?"], [params.after]
     if params.reason is not None:
-        if params.reason not in ("pruned", "merged"):
-            raise v.invalid(f"reason: must be 'pruned' or 'merged', got {params.reason!r}")
+        if params.reason not in ("pruned", "merged", "updated"):
+            raise v.invalid(
+                f"reason: must be 'pruned', 'merged' or 'updated', got {params.reason!r}"
+            )
         where.append("reason = ?")
         args.append(params.reason)
     rows = store.db.conn.execute(

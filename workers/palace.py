@@ -33,7 +33,7 @@ from trusty_memory.client.sync import Client
 from trusty_memory.config import Config, load_config
 from trusty_memory.logs import setup_logging
 from trusty_memory.names import validate_palace_name
-from trusty_memory.workers import bulk, context, maintenance
+from trusty_memory.workers import bulk, context, maintenance, store_search
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
@@ -193,6 +193,8 @@ class PalaceWorker(Worker):
                 fields.append(("embed_text", params.embed_text))
         elif method in ("memory_recall", "memory_recall_deep"):
             fields = [("query", params.query)]
+        elif method == "memory_update" and params.text is not None:
+            fields = [("text", params.text)]
         else:
             return
         limit = self.config.palace.max_text_bytes
@@ -267,7 +269,10 @@ class PalaceWorker(Worker):
 # Reads that need no vector: one line each, ``(worker, params) -> result``.
 READ_HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
     "memory_list": lambda w, params: p.ListResult(palace=w.palace, drawers=w.store.list(params)),
-    "kg_query": lambda w, params: w.store.kg_query(params.subject),
+    "kg_query": lambda w, params: w.store.kg_query(params.subject, params.as_of),
+    "kg_history": lambda w, params: store_search.kg_history(w.store, params),
+    "memory_search": lambda w, params: store_search.search(w.store, params),
+    "palace_stats": lambda w, params: store_search.stats(w.store, w.role),
     "drawer_get": lambda w, params: w.store.get(params.drawer_id),
     "palace_info": lambda w, params: w.store.info(),
     "noop": lambda w, params: {},

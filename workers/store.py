@@ -344,6 +344,10 @@ class PalaceStore(ReadStore):
                     return ForgetResult(status="deleted", drawer_id=drawer_id, palace=self.name)
                 raise TrustyError(ErrorCode.DRAWER_NOT_FOUND, f"drawer not found: {drawer_id}")
             label, room, tags = row
+            # Forgetting a drawer forgets the versions its updates archived, too.
+            conn.execute(
+                "DELETE FROM archive WHERE reason = 'updated' AND merged_into = ?", (drawer_id,)
+            )
             conn.execute("DELETE FROM drawer_tags WHERE label = ?", (label,))
             conn.execute("DELETE FROM drawers WHERE label = ?", (label,))
             conn.execute(

@@ -673,14 +673,25 @@ class ReadStore:
         )
 
     @storage_errors
-    def kg_query(self, subject: str) -> KgQueryResult:
-        """Active triples of ``subject`` in assertion order (the id, not the clock, orders)."""
+    def kg_query(self, subject: str, as_of: str | None = None) -> KgQueryResult:
+        """Active triples of ``subject`` in assertion order (the id, not the clock, orders);
+        with ``as_of`` (RFC 3339), those that were active at that moment instead."""
         v.check_nonempty(subject, "subject")
-        rows = self._conn.execute(
-            f"SELECT {v.TRIPLE_COLUMNS} FROM triples"
-            " WHERE subject = ? AND valid_to IS NULL ORDER BY id",
-            (subject,),
-        )
+        if as_of is None:
+            rows = self._conn.execute(
+                f"SELECT {v.TRIPLE_COLUMNS} FROM triples"
+                " WHERE subject = ? AND valid_to IS NULL ORDER BY id",
+                (subject,),
+            )
+        else:
+            # Timestamps are stored as UTC ``...Z`` at second precision, so text order is
+            # time order; a fact closed at T was no longer true at T.
+            at = v.check_timestamp(as_of, "as_of")
+            rows = self._conn.execute(
+                f"SELECT {v.TRIPLE_COLUMNS} FROM triples WHERE subject = ?"
+                " AND valid_from <= ? AND (valid_to IS NULL OR valid_to > ?) ORDER BY id",
+                (subject, at, at),
+            )
         triples = [v.triple_of(r) for r in rows]
         return KgQueryResult(subject=subject, triples=triples)
 

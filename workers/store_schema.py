@@ -150,7 +150,38 @@ def _v2_dreamer(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
-def _v3_own_vectors(db: sqlite_utils.Database) -> None:
+def _v3_versions(db: sqlite_utils.Database) -> None:
+    """The archive also keeps the versions ``memory_update`` replaced (``store_edit.py``):
+    reason ``updated``, ``merged_into`` naming the drawer. SQLite cannot change a CHECK in
+    place, so the table is copied into one that allows the new reason."""
+    statements = [
+        """CREATE TABLE archive_v3 (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            content TEXT NOT NULL,
+            room TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            importance REAL NOT NULL,
+            base_importance REAL,
+            created_at TEXT NOT NULL,
+            hits INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,
+            vector BLOB NOT NULL,
+            metadata TEXT,
+            archived_at TEXT NOT NULL,
+            reason TEXT NOT NULL CHECK (reason IN ('pruned', 'merged', 'updated')),
+            merged_into TEXT
+        )""",
+        "INSERT INTO archive_v3 SELECT * FROM archive",
+        "DROP TABLE archive",
+        "ALTER TABLE archive_v3 RENAME TO archive",
+        "CREATE INDEX archive_merged_into ON archive(merged_into)",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+def _v4_own_vectors(db: sqlite_utils.Database) -> None:
     """``own_vector``: a drawer's own text's vector, kept beside ``vector`` when that is a
     context mix (``workers/context.py``); NULL when ``vector`` is already its own.
 
@@ -165,7 +196,8 @@ def _v3_own_vectors(db: sqlite_utils.Database) -> None:
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_dreamer,
-    _v3_own_vectors,
+    _v3_versions,
+    _v4_own_vectors,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

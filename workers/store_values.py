@@ -68,10 +68,16 @@ def check_created_at(value: str | None) -> str:
     """Caller-supplied timestamps are normalised to UTC ``...Z`` at second precision."""
     if value is None:
         return now_rfc3339()
+    return check_timestamp(value, "created_at")
+
+
+def check_timestamp(value: object, field: str) -> str:
+    """An RFC 3339 time (a date alone means its midnight; no zone means UTC) in the stored
+    form, UTC ``...Z`` at second precision, which orders as text the way it does in time."""
     try:
         parsed = datetime.fromisoformat(value)
     except (TypeError, ValueError):
-        raise invalid(f"created_at: not an RFC 3339 timestamp: {value!r}") from None
+        raise invalid(f"{field}: not an RFC 3339 timestamp: {value!r}") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

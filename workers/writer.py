@@ -17,7 +17,7 @@ import numpy as np
 
 from trusty_memory import names
 from trusty_memory import protocol as p
-from trusty_memory.workers import bulk, context, maintenance, retrieval
+from trusty_memory.workers import bulk, context, maintenance, retrieval, store_edit
 from trusty_memory.workers import store_values as v
 from trusty_memory.workers.base import Job, Reply
 from trusty_memory.workers.embedding import DIM
@@ -112,5 +112,8 @@ PalaceWriter.handlers = {
     "dream_decay": lambda w, params: maintenance.decay_page(w.store, params),
     "dream_kg_decay": lambda w, params: maintenance.kg_decay_page(w.store, params),
     "dream_finish": lambda w, params: maintenance.finish(w.store, params),
-    "archive_restore": lambda w, params: maintenance.archive_restore(w.store, params.drawer_id),
+    "archive_restore": lambda w, params: store_edit.restore(w.store, params.drawer_id),
+    # Changes in place (``workers/store_edit.py``).
+    "memory_update": lambda w, params: store_edit.update_drawer(w.store, params, w.embedder.encode),
+    "kg_invalidate": lambda w, params: store_edit.invalidate_fact(w.store, params),
 }

@@ -152,3 +152,14 @@ def test_tcp_bench_smoke(tmp_path):
     assert [row["mode"] for row in r["rows"]] == ["ipc", "tcp", "tcp+curve"]
     for row in r["rows"]:
         assert row["n"] == 20 and 0 < row["p50_ms"] <= row["p99_ms"], row
+
+
+def test_extended_bench_smoke(tmp_path):
+    out = tmp_path / "extended.json"
+    run_bench("-m", "bench.extended", "--drawers", "600", "--calls", "5", "--out", str(out))
+    r = json.loads(out.read_text())
+    for key in ("search_word", "search_next_page", "get", "update_tags", "update_text",
+                "kg_history_50", "kg_query_as_of", "stats"):  # fmt: skip
+        assert r[key]["n"] == 5 and 0 < r[key]["p50_ms"] <= r[key]["p99_ms"], (key, r[key])
+    assert r["list_all"] == {**r["list_all"], "pages": 1, "drawers": 600}
+    assert r["archived_after"] == 10  # each update archived the version it replaced

@@ -1,0 +1,171 @@
+"""MCP resources (with ``serve --tools extended``): palaces and drawers as readable URIs.
+
+* ``trusty-memory://palace/NAME`` - a palace: its ``palace_info`` as JSON.
+* ``trusty-memory://palace/NAME/drawer/ID`` - a drawer, whole (``memory_get``'s fields).
+
+``resources/list`` pages through them: every palace on the first page, then each palace's
+drawers last written first, ``PAGE`` at a time (the same cursor ``memory_search`` lists with,
+wrapped with the palace's place in the list). ``resources/templates/list`` gives the two
+URI templates, so a client can read a drawer it learned of elsewhere.
+
+Errors: a URI that is not one of ours is ``-32602``; a palace or drawer that does not
+exist is ``-32002`` (the spec's "resource not found") with the daemon's message, which
+names it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+from urllib.parse import quote, unquote
+
+SCHEME = "trusty-memory://"
+PAGE = 100
+RESOURCE_NOT_FOUND = -32002
+INVALID_PARAMS = -32602
+_URI = re.compile(r"^trusty-memory://palace/([^/]+)(?:/drawer/([^/]+))?$")
+MIME = "application/json"
+
+
+def palace_uri(name: str) -> str:
+    return f"{SCHEME}palace/{quote(name, safe='')}"
+
+
+def drawer_uri(palace: str, drawer_id: str) -> str:
+    return f"{palace_uri(palace)}/drawer/{quote(drawer_id, safe='')}"
+
+
+def parse_uri(uri: str) -> tuple[str, str | None]:
+    """``(palace, drawer id or None)`` of one of our URIs; ``ValueError`` naming the
+    problem otherwise."""
+    match = _URI.match(uri)
+    if match is None:
+        raise ValueError(
+            f"not a trusty-memory resource: {uri!r} (expected {SCHEME}palace/NAME or"
+            f" {SCHEME}palace/NAME/drawer/ID)"
+        )
+    drawer = match.group(2)
+    return unquote(match.group(1)), unquote(drawer) if drawer else None
+
+
+def _encode(state: dict[str, Any]) -> str:
+    raw = json.dumps(state, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(cursor: str) -> tuple[int, str | None]:
+    try:
+        state = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        index, inner = state["i"], state.get("c")
+        if not isinstance(index, int) or index < 0 or not (inner is None or isinstance(inner, str)):
+            raise ValueError
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+        raise ValueError(
+            f"resources/list: not a cursor this server gave: {cursor[:40]!r}"
+        ) from None
+    return index, inner
+
+
+def resource_handlers(front: Any) -> dict[str, Any]:
+    """The low-level ``Server``'s resource handlers for one session (``mcp_session.py``)."""
+    import mcp.types as types
+    from mcp.shared.exceptions import MCPError
+
+    from trusty_memory.protocol import ErrorCode, TrustyError
+
+    async def call(method: str, params: dict[str, Any], palace: str | None) -> Any:
+        try:
+            return await front.client().call(method, params, palace=palace)
+        except TrustyError as exc:
+            if exc.code in (ErrorCode.PALACE_NOT_FOUND, ErrorCode.DRAWER_NOT_FOUND):
+                raise MCPError(RESOURCE_NOT_FOUND, exc.message) from None
+            if exc.code == ErrorCode.INVALID_PARAMS or exc.code == ErrorCode.INVALID_PALACE_NAME:
+                raise MCPError(INVALID_PARAMS, exc.message) from None
+            raise MCPError(-32603, exc.message) from None
+
+    async def on_list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        cursor = getattr(params, "cursor", None) if params is not None else None
+        try:
+            index, inner = _decode(cursor) if cursor else (0, None)
+        except ValueError as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        palaces = sorted((await call("palace_list", {}, None)).get("palaces") or [])
+        found: list[types.Resource] = []
+        if cursor is None:
+            found += [
+                types.Resource(
+                    uri=palace_uri(name),
+                    name=name,
+                    title=f"Palace {name}",
+                    description="A memory palace: its counts and places (palace_info)",
+                    mime_type=MIME,
+                )
+                for name in palaces
+            ]
+        next_cursor = None
+        if index < len(palaces):
+            name = palaces[index]
+            page = await call("memory_search", {"limit": PAGE, "cursor": inner}, name)
+            for drawer in page.get("drawers") or []:
+                text = drawer["content"]
+                found.append(
+                    types.Resource(
+                        uri=drawer_uri(name, drawer["drawer_id"]),
+                        name=drawer["drawer_id"],
+                        title=text[:60] + ("..." if len(text) > 60 else ""),
+                        description=f"A drawer in {name} ({drawer['room']})",
+                        mime_type=MIME,
+                    )
+                )
+            if page.get("next_cursor"):
+                next_cursor = _encode({"i": index, "c": page["next_cursor"]})
+            elif index + 1 < len(palaces):
+                next_cursor = _encode({"i": index + 1, "c": None})
+        return types.ListResourcesResult(resources=found, next_cursor=next_cursor)
+
+    async def on_list_resource_templates(
+        ctx: Any, params: Any
+    ) -> types.ListResourceTemplatesResult:
+        templates = [
+            types.ResourceTemplate(
+                uri_template=f"{SCHEME}palace/{{palace}}",
+                name="palace",
+                title="A palace",
+                description="A memory palace's info as JSON",
+                mime_type=MIME,
+            ),
+            types.ResourceTemplate(
+                uri_template=f"{SCHEME}palace/{{palace}}/drawer/{{drawer_id}}",
+                name="drawer",
+                title="A drawer",
+                description="One whole drawer as JSON (as memory_get returns it)",
+                mime_type=MIME,
+            ),
+        ]
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def on_read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            palace, drawer_id = parse_uri(uri)
+        except ValueError as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        if drawer_id is None:
+            data = await call("palace_info", {}, palace)
+        else:
+            data = await call("drawer_get", {"drawer_id": drawer_id}, palace)
+            data.pop("base_importance", None)
+        text = json.dumps(data, ensure_ascii=False)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=MIME, text=text)]
+        )
+
+    return {
+        "on_list_resources": on_list_resources,
+        "on_list_resource_templates": on_list_resource_templates,
+        "on_read_resource": on_read_resource,
+    }
