@@ -2,11 +2,11 @@
 
 The UI is one more client of the daemon: every figure here comes from the same calls the
 CLI makes (``status``, ``palace_list``, ``palace_info``, ``memory_recall(_deep)``,
-``memory_list``, ``drawer_get``, ``kg_query``, ``palace_export``, ``archive_list``,
-``archive_restore``) and from the dreamer's own pass (``dream_once``), never from the
-palace files themselves. The one exception is a palace's size on disk, read from the
-directory ``palace_info`` names, since the daemon reports none and the UI runs on the same
-machine.
+``memory_search``, ``memory_list``, ``drawer_get``, ``kg_query``, ``kg_history``,
+``palace_export``, ``archive_list``, ``archive_restore``) and from the dreamer's own pass
+(``dream_once``), never from the palace files themselves. The one exception is a
+palace's size on disk, read from the directory ``palace_info`` names, since the daemon
+reports none and the UI runs on the same machine.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -31,7 +31,6 @@ ARCHIVE_PAGE = 50
 # (the window recall's episode smoothing uses: workers/retrieval.py EPISODE_WINDOW_S).
 EPISODE_WINDOW_S = 1800.0
 EPISODE_SCAN = 1000  # drawers of the room looked at for a drawer's neighbours
-KG_SCAN_PAGES = 20  # palace_export pages (500 triples each) read for a subject's history
 # palace_info starts the writer of a palace that has none: the palaces page asks a few at a
 # time, so a home of many idle palaces does not wake them all at once.
 INFO_CONCURRENCY = 4
@@ -201,6 +200,53 @@ def _page_number(value: str | None) -> int:
         return 1
 
 
+async def _keyword(client: AsyncClient, palace: str, query: Query) -> Column:
+    """``memory_search``: every word must match, "quoted words" as a phrase; the filters
+    go to the palace and the page's cursor comes back from it."""
+    column = Column(key="keyword", title="Keyword search")
+    cursor = query.pages.get("keyword") or None
+    since, until = _search_bounds(query)
+    result = await client.search(
+        palace,
+        query.text,
+        room=query.room,
+        tag=query.tag,
+        since=since,
+        until=until,
+        limit=PAGE_SIZE,
+        cursor=cursor,
+    )
+    column.hits = [
+        Hit(
+            drawer_id=h.drawer_id,
+            content=h.content,
+            room=h.room,
+            tags=h.tags,
+            created_at=h.created_at,
+            importance=h.importance,
+            score=h.score,
+        )
+        for h in result.drawers
+    ]
+    column.page = "1" if cursor is None else "next"  # a cursor is no page number to show
+    column.next_page = result.next_cursor
+    return column
+
+
+def _search_bounds(query: Query) -> tuple[str | None, str | None]:
+    """The page's since/until (a date or an RFC 3339 time; ``until`` a date means through
+    that day, as the recall columns read it) as ``memory_search``'s RFC 3339 bounds."""
+    since = f"{query.since}T00:00:00Z" if query.since and len(query.since) == 10 else query.since
+    until = query.until
+    if until and len(until) == 10:
+        try:
+            day = date.fromisoformat(until) + timedelta(days=1)
+        except ValueError:
+            return since, until  # the palace names the bad value
+        until = f"{day.isoformat()}T00:00:00Z"
+    return since, until
+
+
 async def _recall_shallow(client: AsyncClient, palace: str, query: Query) -> Column:
     return await _recall(client, palace, query, deep=False)
 
@@ -209,12 +255,12 @@ async def _recall_deep(client: AsyncClient, palace: str, query: Query) -> Column
     return await _recall(client, palace, query, deep=True)
 
 
-# The palace page's columns, left to right. Keyword search (``memory_search``, cursor-paged)
-# is one more entry: a function that calls it with ``query.pages["keyword"]`` as the cursor
-# and sets ``Column.next_page`` to the cursor it returns.
+# The palace page's columns, left to right: each pages on its own (recall by page number,
+# keyword search by the cursor ``memory_search`` returns).
 SEARCH_KINDS: tuple[SearchKind, ...] = (
     SearchKind("recall", "Recall", _recall_shallow),
     SearchKind("deep", "Deep recall", _recall_deep),
+    SearchKind("keyword", "Keyword search", _keyword),
 )
 KINDS_BY_KEY = {k.key: k for k in SEARCH_KINDS}
 
@@ -316,31 +362,18 @@ class Timeline:
     subject: str
     current: list[p.Triple]
     facts: list[p.Triple]  # current and closed, oldest first
-    complete: bool  # False: the palace has more triples than were read
 
 
 async def timeline(client: AsyncClient, palace: str, subject: str) -> Timeline:
     """A subject's facts over time (the subject as asserted: matched exactly, as
-    ``kg_query`` matches it). ``kg_query`` answers the current ones; the closed ones
-    come from the palace's triples as ``palace_export`` pages them (there is no history
-    query yet), read up to ``KG_SCAN_PAGES`` pages."""
-    data = await client.call("kg_query", {"subject": subject}, palace=palace)
-    current = p.convert(data, p.KgQueryResult).triples
-    facts: list[p.Triple] = []
-    after, complete = 0, True
-    for _ in range(KG_SCAN_PAGES):
-        params = {"kind": "triples", "after": after, "limit": 500, "vectors": False}
-        page = p.convert(await client.call("palace_export", params, palace=palace), p.ExportResult)
-        facts += [t for t in page.triples if t.subject == subject]
-        if page.next_after is None:
-            break
-        after = page.next_after
-    else:
-        complete = False
-    known = {_triple_key(t) for t in facts}
-    facts += [t for t in current if _triple_key(t) not in known]
+    ``kg_query`` matches it): ``kg_history`` gives every fact, closed ones too, and
+    ``kg_query`` which of them hold now."""
+    current = p.convert(
+        await client.call("kg_query", {"subject": subject}, palace=palace), p.KgQueryResult
+    ).triples
+    facts = list((await client.kg_history(palace, subject)).triples)
     facts.sort(key=lambda t: t.valid_from)  # stable: assertion order within one second
-    return Timeline(subject=subject, current=current, facts=facts, complete=complete)
+    return Timeline(subject=subject, current=current, facts=facts)
 
 
 async def subjects(client: AsyncClient, palace: str, limit: int = 60) -> list[str]:

@@ -37,6 +37,35 @@ def test_search_finds_what_was_remembered_in_both_columns(page, ui: Ui):
     screenshot(page, "palace-search")
 
 
+def test_keyword_search_matches_words_and_phrases_and_pages_by_cursor(page, ui: Ui):
+    page.goto(ui.url("/palace/project?q=PostgreSQL+5433"))
+    keyword = page.locator("#column-keyword .hit")
+    expect(keyword).to_have_count(1)  # every word must match
+    expect(keyword.first).to_contain_text("PostgreSQL 15 on port 5433")
+    page.goto(ui.url('/palace/project?q="rate+limit"&room=infra'))
+    expect(page.locator("#column-keyword .hit")).to_have_count(1)
+    expect(page.locator("#column-keyword .hit").first).to_contain_text("100 requests per minute")
+    page.goto(ui.url("/palace/project?q=notes&until=2022-01-01"))  # the date filter, server-side
+    expect(page.locator("#column-keyword .hit")).to_have_count(1)
+    expect(page.locator("#column-keyword .hit").first).to_contain_text("retired build server")
+
+    # Cursor paging: every drawer of "many" holds "logs"; three pages, none seen twice.
+    page.goto(ui.url("/palace/many?q=logs"))
+    seen: list[str] = []
+    for size in (10, 10, MANY - 20):
+        hits = page.locator("#column-keyword .hit")
+        expect(hits).to_have_count(size)
+        texts = hits.all_inner_texts()
+        assert not set(texts) & set(seen)
+        seen += texts
+        if len(seen) < MANY:
+            page.click("#column-keyword .more")
+            expect(page.locator("#column-keyword h2")).to_contain_text("Keyword search")
+    expect(page.locator("#column-keyword .more")).to_have_count(0)
+    recall = page.locator("#column-recall .hit").all_inner_texts()
+    assert len(recall) == 10  # the other columns kept their first page
+
+
 def test_filters_and_paging(page, ui: Ui):
     page.goto(ui.url("/palace/project?q=notes&room=code"))
     hits = page.locator("#column-recall .hit")
