@@ -68,10 +68,17 @@ def bind(addr: str, allow_remote: bool) -> socket.socket:
             "plain HTTP (the token and memories would cross the network unencrypted); pass "
             "--allow-remote to do it anyway"
         )
+    return listen(host, port, f"--http address {addr!r}")
+
+
+def listen(host: str, port: int, name: str) -> socket.socket:
+    """A non-blocking listening TCP socket on exactly ``host:port`` (port 0: a free one);
+    ``name`` is how errors call the address. Bound before any server starts, so a refused
+    or busy address is one clear error rather than a server that never answers."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise AddressError(f"invalid --http address {addr!r}: {exc.strerror}") from None
+        raise AddressError(f"invalid {name}: {exc.strerror}") from None
     family, kind, proto, _, sockaddr = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -80,7 +87,7 @@ def bind(addr: str, allow_remote: bool) -> socket.socket:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise AddressError(f"cannot listen on --http address {addr!r}: {exc.strerror}") from None
+        raise AddressError(f"cannot listen on {name}: {exc.strerror}") from None
     sock.setblocking(False)
     return sock
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from trusty_memory import __version__
 from trusty_memory.config import Config
+from trusty_memory.home import tree_size
 
 Check = tuple[str, bool, str]  # (what, ok, detail)
 RUNTIME_MODULES = (
@@ -87,7 +88,7 @@ def _export_tools(config: Config) -> Check:
     from trusty_memory.workers import export_tools
 
     env = export_tools.env_dir()
-    shared = f"shared environment {env} ({_mb(_du(env))})" if env.is_dir() else ""
+    shared = f"shared environment {env} ({_mb(tree_size(env))})" if env.is_dir() else ""
     if export_tools.available_here():
         here = "installed here (torch, sentence-transformers)"
         return ("export tools", True, f"{here}; also a {shared}" if shared else here)
@@ -95,17 +96,6 @@ def _export_tools(config: Config) -> Check:
         return ("export tools", True, f"not here: in the {shared}")
     return ("export tools", True, "not installed: only needed to compile the model (setup"
                                   " installs them once per machine)")  # fmt: skip
-
-
-def _du(path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                continue
-    return total
 
 
 def _mb(size: int) -> str:

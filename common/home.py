@@ -227,3 +227,16 @@ def process_started(pid: int) -> str:
     # The command name (field 2) may hold spaces and parentheses: split after its end.
     fields = raw[raw.rfind(")") + 2 :].split()
     return fields[19] if len(fields) > 19 else ""
+
+
+def tree_size(path: str | os.PathLike) -> int:
+    """Bytes of the files under ``path`` (links not followed; unreadable ones skipped), for
+    what ``doctor`` and the web page report of a folder's size on disk."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total

@@ -11,13 +11,9 @@ from __future__ import annotations
 import socket
 import sys
 
-from trusty_memory.client.mcp_http import is_loopback
+from trusty_memory.client.mcp_http import AddressError, is_loopback, listen
 
 DEFAULT_PORT = 8737
-
-
-class AddressError(ValueError):
-    """An address the page will not be served on; the message says why."""
 
 
 def bind(host: str, port: int, allow_remote: bool) -> socket.socket:
@@ -30,21 +26,7 @@ def bind(host: str, port: int, allow_remote: bool) -> socket.socket:
         )
     if not 0 <= port <= 65535:
         raise AddressError(f"invalid port {port}: must be 0-65535")
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise AddressError(f"invalid host {host!r}: {exc.strerror}") from None
-    family, kind, proto, _, sockaddr = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(sockaddr)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise AddressError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.setblocking(False)
-    return sock
+    return listen(host, port, f"{host}:{port}")
 
 
 def url_of(sock: socket.socket, token: str) -> str:

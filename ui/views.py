@@ -23,6 +23,7 @@ import msgspec
 from trusty_memory import protocol as p
 from trusty_memory.client.aio import AsyncClient
 from trusty_memory.config import Config
+from trusty_memory.home import tree_size
 
 PAGE_SIZE = 10
 LIST_LIMIT = 50
@@ -95,16 +96,7 @@ async def palace_info(client: AsyncClient, name: str) -> p.PalaceInfo:
 
 def dir_size(path: str) -> int | None:
     """Bytes under ``path`` (None when it is not readable from here)."""
-    if not os.path.isdir(path):
-        return None
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                continue
-    return total
+    return tree_size(path) if os.path.isdir(path) else None
 
 
 # -- search -------------------------------------------------------------------------------
@@ -171,16 +163,7 @@ async def _recall(client: AsyncClient, palace: str, query: Query, *, deep: bool)
     method = "memory_recall_deep" if deep else "memory_recall"
     result = p.convert(await client.call(method, params, palace=palace), p.RecallResult)
     hits = [
-        Hit(
-            drawer_id=h.drawer_id,
-            content=h.content,
-            room=h.room,
-            tags=h.tags,
-            created_at=h.created_at,
-            importance=h.importance,
-            score=h.score,
-            layer=h.layer,
-        )
+        _hit_of(h, score=h.score, layer=h.layer)
         for h in result.results
         if query.in_time(h.created_at)
     ]
@@ -216,18 +199,7 @@ async def _keyword(client: AsyncClient, palace: str, query: Query) -> Column:
         limit=PAGE_SIZE,
         cursor=cursor,
     )
-    column.hits = [
-        Hit(
-            drawer_id=h.drawer_id,
-            content=h.content,
-            room=h.room,
-            tags=h.tags,
-            created_at=h.created_at,
-            importance=h.importance,
-            score=h.score,
-        )
-        for h in result.drawers
-    ]
+    column.hits = [_hit_of(h, score=h.score) for h in result.drawers]
     column.page = "1" if cursor is None else "next"  # a cursor is no page number to show
     column.next_page = result.next_cursor
     return column
@@ -286,7 +258,8 @@ async def listing(client: AsyncClient, palace: str, query: Query) -> list[Hit]:
     return [_hit_of(d) for d in result.drawers if query.in_time(d.created_at)]
 
 
-def _hit_of(d: p.DrawerSummary | p.DrawerDetail) -> Hit:
+def _hit_of(d: Any, score: float | None = None, layer: int | None = None) -> Hit:
+    """A row of any column or list: a recall or search hit, a listed or fetched drawer."""
     return Hit(
         drawer_id=d.drawer_id,
         content=d.content,
@@ -294,6 +267,8 @@ def _hit_of(d: p.DrawerSummary | p.DrawerDetail) -> Hit:
         tags=d.tags,
         created_at=d.created_at,
         importance=d.importance,
+        score=score,
+        layer=layer,
     )
 
 
