@@ -295,6 +295,26 @@ TOOLS: dict[str, dict[str, Any]] = {
             },
             db_bytes=_int("Size of the palace's SQLite file and its WAL"),
             index_bytes=_int("Size of the newest vector index snapshot"),
+            dream_passes={
+                "type": "array",
+                "description": "The dreamer's last passes, newest first (at most 10)",
+                "items": _object(
+                    finished_at={
+                        "type": "string",
+                        "format": "date-time",
+                        "description": "When the pass finished",
+                    },
+                    duration_s={"type": "number", "description": "How long it ran, seconds"},
+                    merged=_int("Drawers merged into others"),
+                    decayed=_int("Drawers whose importance decayed"),
+                    archived=_int("Drawers archived once they had faded"),
+                    kg_decayed=_int("Facts whose confidence decayed"),
+                    truncated={
+                        "type": "boolean",
+                        "description": "The pass stopped at its time budget",
+                    },
+                ),
+            },
         ),
     },
     "health": {

@@ -510,6 +510,12 @@ def cmd_stats(args) -> int:
         f" {'loaded' if s.index_loaded else 'released'}); last dream {s.last_dream_at or 'never'}\n"
         f"{s.db_bytes / 1e6:.1f} MB in SQLite, {s.index_bytes / 1e6:.1f} MB index snapshot"
     )
+    for run in s.dream_passes:
+        text += (
+            f"\n  dream {run.finished_at} ({run.duration_s:.1f} s): merged {run.merged},"
+            f" decayed {run.decayed}, archived {run.archived}, facts decayed {run.kg_decayed}"
+            + (" (stopped at its time budget)" if run.truncated else "")
+        )
     _print(args, msgspec.to_builtins(s), text)
     return 0
 

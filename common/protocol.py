@@ -400,6 +400,18 @@ class KgInvalidateResult(msgspec.Struct, kw_only=True):
     valid_to: str
 
 
+class DreamPassRecord(msgspec.Struct, kw_only=True):
+    """One applied dream pass over a palace, as its ``dream_log`` keeps it."""
+
+    finished_at: str
+    duration_s: float
+    merged: int
+    decayed: int
+    archived: int
+    kg_decayed: int
+    truncated: bool  # the pass stopped at its time budget; the next one goes on
+
+
 class PalaceStats(msgspec.Struct, kw_only=True):
     """``palace_stats``: what a palace holds and how far its worker is behind."""
 
@@ -418,6 +430,7 @@ class PalaceStats(msgspec.Struct, kw_only=True):
     last_dream_at: str | None
     db_bytes: int  # palace.sqlite3 with its WAL
     index_bytes: int  # the newest index snapshot on disk
+    dream_passes: list[DreamPassRecord] = []  # the last DREAM_PASSES_SHOWN, newest first
 
 
 class ExportParams(msgspec.Struct, kw_only=True):

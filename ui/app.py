@@ -163,7 +163,10 @@ class Pages:
     async def dreamer(self, request: Request) -> Response:
         rows = await views.palaces(self.client)
         chosen = request.query_params.get("palace", "")
-        return self.render(request, "dreamer.html", rows=rows, chosen=chosen)
+        passes = None
+        if chosen in {row.name for row in rows}:
+            passes = await views.recent_passes(self.client, chosen)
+        return self.render(request, "dreamer.html", rows=rows, chosen=chosen, passes=passes)
 
     async def dream(self, request: Request) -> Response:
         step = request.path_params["step"]

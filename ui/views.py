@@ -405,6 +405,11 @@ class DreamRun:
     complete: dict[str, Any] | None
 
 
+async def recent_passes(client: AsyncClient, palace: str) -> list[p.DreamPassRecord]:
+    """The dreamer's last passes over ``palace``, newest first (``palace_stats``)."""
+    return (await client.palace_stats(palace)).dream_passes
+
+
 async def dream(config: Config, palace: str, *, dry_run: bool) -> DreamRun:
     """One dream pass over ``palace``, as ``trusty-memory dream [--dry-run]`` runs it: the
     dreamer is a client, so the pass runs here, on a worker thread, with its own client."""

@@ -163,6 +163,9 @@ def kg_history(store: ReadStore, params: p.KgHistoryParams) -> p.KgQueryResult:
     return p.KgQueryResult(subject=subject, triples=[v.triple_of(r) for r in rows])
 
 
+DREAM_PASSES_SHOWN = 10  # recent dream passes ``palace_stats`` lists
+
+
 def stats(store: ReadStore, role: str) -> p.PalaceStats:
     """Counts, how far the index is behind the change log, the last dream pass, sizes."""
     conn = store._conn
@@ -191,6 +194,22 @@ def stats(store: ReadStore, role: str) -> p.PalaceStats:
         last_dream_at=dream["last_dream_at"],
         db_bytes=db_bytes,
         index_bytes=_snapshot_bytes(store),
+        dream_passes=[
+            p.DreamPassRecord(
+                finished_at=r[0],
+                duration_s=r[1],
+                merged=r[2],
+                decayed=r[3],
+                archived=r[4],
+                kg_decayed=r[5],
+                truncated=bool(r[6]),
+            )
+            for r in conn.execute(
+                "SELECT finished_at, duration_s, merged, decayed, archived, kg_decayed, truncated"
+                " FROM dream_log ORDER BY id DESC LIMIT ?",
+                (DREAM_PASSES_SHOWN,),
+            )
+        ],
     )
 
 

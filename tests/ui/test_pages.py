@@ -34,7 +34,6 @@ def test_search_finds_what_was_remembered_in_both_columns(page, ui: Ui):
         expect(first).to_contain_text("PostgreSQL 15 on port 5433")
     # The search is in the address: it can be reloaded and shared.
     assert parse_qs(urlsplit(page.url).query)["q"] == ["which port does the staging database use"]
-    screenshot(page, "palace-search")
 
 
 def test_keyword_search_matches_words_and_phrases_and_pages_by_cursor(page, ui: Ui):
@@ -42,6 +41,8 @@ def test_keyword_search_matches_words_and_phrases_and_pages_by_cursor(page, ui: 
     keyword = page.locator("#column-keyword .hit")
     expect(keyword).to_have_count(1)  # every word must match
     expect(keyword.first).to_contain_text("PostgreSQL 15 on port 5433")
+    expect(keyword.first.locator(".meta")).to_contain_text("BM25")  # its score's kind, no layer
+    screenshot(page, "palace-search")  # all three columns answer this one
     page.goto(ui.url('/palace/project?q="rate+limit"&room=infra'))
     expect(page.locator("#column-keyword .hit")).to_have_count(1)
     expect(page.locator("#column-keyword .hit").first).to_contain_text("100 requests per minute")
@@ -60,7 +61,7 @@ def test_keyword_search_matches_words_and_phrases_and_pages_by_cursor(page, ui: 
         seen += texts
         if len(seen) < MANY:
             page.click("#column-keyword .more")
-            expect(page.locator("#column-keyword h2")).to_contain_text("Keyword search")
+            expect(hits.first).not_to_have_text(texts[0])  # the next page has been swapped in
     expect(page.locator("#column-keyword .more")).to_have_count(0)
     recall = page.locator("#column-recall .hit").all_inner_texts()
     assert len(recall) == 10  # the other columns kept their first page
@@ -128,6 +129,7 @@ def test_kg_timeline_shows_current_and_closed_facts(page, ui: Ui):
 def test_dream_plan_then_apply_then_restore_from_the_archive(page, ui: Ui):
     with Client(ui.daemon.config, autostart=False) as client:
         page.goto(ui.url("/dreamer?palace=attic"))
+        expect(page.locator("#no-passes")).to_be_visible()
         page.click("#plan-button")
         action = page.locator("#dream-plan tr", has_text=ui.old_drawer[:8])
         expect(action).to_contain_text("archive", timeout=120_000)
@@ -143,6 +145,11 @@ def test_dream_plan_then_apply_then_restore_from_the_archive(page, ui: Ui):
         assert info.archived_count == 2 and info.drawer_count == 2 and info.last_dream_at
         page.goto(ui.url("/dreamer"))
         expect(page.locator("#passes tr", has_text="attic")).to_contain_text(info.last_dream_at)
+        page.goto(ui.url("/dreamer?palace=attic"))  # the palace's own passes, newest first
+        recent = page.locator("#recent-passes tbody tr")
+        expect(recent.first).to_contain_text(info.last_dream_at)
+        expect(recent.first.locator("td").nth(2)).to_have_text("1")  # one merge
+        expect(recent.first.locator("td").nth(4)).to_have_text("1")  # one archived
 
         # The survivor's page names the drawer merged into it; that one's page says where.
         merged = client.call("archive_list", {"reason": "merged"}, palace="attic")["drawers"]

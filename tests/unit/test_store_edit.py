@@ -279,3 +279,16 @@ def test_a_version_2_palace_keeps_its_archive_through_the_migration(tmp_path):
             " '2026-01-01T00:00:00Z', 'lost')"
         )
     migrated.close()
+
+
+def test_stats_list_the_dreamers_last_passes_newest_first(store):
+    from trusty_memory.protocol import DreamFinishParams
+
+    assert store_search.stats(store, "writer").dream_passes == []
+    for merged in range(12):
+        maintenance.finish(
+            store, DreamFinishParams(duration_s=0.5, merged=merged, truncated=merged == 11)
+        )
+    passes = store_search.stats(store, "writer").dream_passes
+    assert [r.merged for r in passes] == list(range(11, 1, -1))  # the last ten
+    assert passes[0].truncated and not passes[1].truncated and passes[0].duration_s == 0.5
