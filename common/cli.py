@@ -15,15 +15,23 @@ import signal
 import sys
 import time
 
-
-def _client():
-    from trusty_memory.client.sync import Client
-
-    return Client()
-
-
-def _print(args, data, text: str) -> None:
-    print(json.dumps(data, indent=2, default=str) if args.json else text)
+from trusty_memory.cli_extended import (
+    cmd_health,
+    cmd_kg_history,
+    cmd_kg_invalidate,
+    cmd_search,
+    cmd_stats,
+    cmd_update,
+)
+from trusty_memory.cli_io import daemon_client, output
+from trusty_memory.cli_keys import (
+    cmd_keys_add,
+    cmd_keys_init,
+    cmd_keys_list,
+    cmd_keys_revoke,
+    cmd_keys_show,
+)
+from trusty_memory.cli_service import cmd_service_install, cmd_service_uninstall
 
 
 def cmd_serve(args) -> int:
@@ -48,176 +56,11 @@ def cmd_daemon(args) -> int:
     return run_daemon(take_over_home=args.take_over)
 
 
-def _service_manager(args):
-    """The module that writes this platform's service: launchd on macOS, else systemd
-    (``--launchd``/``--systemd`` choose either anywhere, e.g. to ``--print`` one)."""
-    from trusty_memory import launchd, service
-
-    manager = args.manager or ("launchd" if sys.platform == "darwin" else "systemd")
-    return launchd if manager == "launchd" else service
-
-
 def cmd_worker(args) -> int:
     from trusty_memory.workers.remote import run_remote_worker
 
     os.environ["TRUSTY_MEMORY_BROKER_BACKEND"] = args.broker
     return run_remote_worker(args.palace, reader=args.reader)
-
-
-def _home():
-    from trusty_memory.config import load_config
-
-    return load_config().home
-
-
-def cmd_keys_init(args) -> int:
-    from trusty_memory import keys
-
-    data = keys.init(_home())
-    made = ", ".join(data["created"]) or "none (both existed)"
-    text = (
-        f"keys in {data['directory']} (created: {made})\n"
-        f"server public key: {data['server']}\n"
-        f"client public key: {data['client']}"
-    )
-    _print(args, data, text)
-    return 0
-
-
-def cmd_keys_show(args) -> int:
-    from trusty_memory import keys
-    from trusty_memory.protocol import ErrorCode, TrustyError
-
-    data = keys.show(_home())
-    only = "server" if args.server else "client" if args.client else None
-    if only is not None:
-        if data[only] is None:
-            raise TrustyError(
-                ErrorCode.INVALID_PARAMS, f"no {only} key: run `trusty-memory keys init` first"
-            )
-        _print(args, {only: data[only]}, data[only])
-        return 0
-    text = "\n".join(
-        f"{name} public key: {key or '(none: keys init)'}" for name, key in data.items()
-    )
-    _print(args, data, text)
-    return 0
-
-
-def cmd_keys_add(args) -> int:
-    from trusty_memory import keys
-
-    data = keys.add(_home(), args.name, args.public_key)
-    _print(args, data, f"allowed {data['name']} ({data['key']})")
-    return 0
-
-
-def cmd_keys_list(args) -> int:
-    from trusty_memory import keys
-
-    rows = keys.listed(_home())
-    lines = [f"{r['status']:<10} {r['name']:<24} {r['key'] or r.get('error')}" for r in rows]
-    _print(args, {"keys": rows}, "\n".join(lines) or "(no client keys)")
-    return 0
-
-
-def cmd_keys_revoke(args) -> int:
-    from trusty_memory import keys
-
-    data = keys.revoke(_home(), args.name)
-    _print(args, data, f"revoked {data['name']}: refused from its next connection on")
-    return 0
-
-
-def _service_unit(args):
-    from trusty_memory import launchd, service
-    from trusty_memory.config import load_config
-    from trusty_memory.protocol import ErrorCode, TrustyError
-
-    if _service_manager(args) is launchd:
-        if args.scope == "system" or args.run_as:
-            raise TrustyError(
-                ErrorCode.INVALID_PARAMS,
-                "launchd: only a user agent (~/Library/LaunchAgents); --system and --run-as"
-                " are for systemd",
-            )
-        return launchd.build_agent(load_config())
-    try:
-        return service.build_unit(load_config(), args.scope, run_as=args.run_as or "")
-    except KeyError:
-        raise TrustyError(ErrorCode.INVALID_PARAMS, f"no such account: {args.run_as}") from None
-
-
-def _service_error(exc: OSError, path) -> Exception:
-    from trusty_memory.protocol import ErrorCode, TrustyError
-
-    hint = " (a system unit: run it with sudo)" if isinstance(exc, PermissionError) else ""
-    why = exc.strerror or exc
-    return TrustyError(ErrorCode.INVALID_PARAMS, f"service: {path}: {why}{hint}")
-
-
-def cmd_service_install(args) -> int:
-    from trusty_memory import launchd, service
-
-    unit = _service_unit(args)
-    manager = _service_manager(args)
-    data = {
-        "manager": "launchd" if manager is launchd else "systemd",
-        "scope": unit.scope,
-        "path": str(unit.path),
-        "command": unit.command,
-        "home": str(unit.home),
-        "cache": str(unit.cache),
-        "run_as": unit.run_as or None,
-        "tcp": unit.tcp,
-        "written": not args.print,
-        "enable": unit.enable_hint(),
-        "warnings": unit.warnings(),
-        "unit": unit.text,
-    }
-    for warning in data["warnings"]:
-        print(f"trusty-memory: warning: {warning}", file=sys.stderr)
-    if args.print:
-        _print(args, data, unit.text.rstrip("\n"))
-        return 0
-    try:
-        if manager is launchd:
-            launchd.install(unit)
-        else:
-            service.prepare_dirs(unit)
-            service.install(unit)
-    except OSError as exc:
-        raise _service_error(exc, exc.filename or unit.path) from None
-    text = (
-        f"wrote {unit.path}\n"
-        "run `trusty-memory setup` first if the model is not compiled yet (the unit's daemon"
-        " has no network)\n"
-        f"enable it: {unit.enable_hint()}"
-    )
-    if manager is launchd:
-        text = (
-            f"wrote {unit.path}\nrun `trusty-memory setup` first if the model is not compiled"
-            f" yet\nstart it (now and at every login): {unit.enable_hint()}\nits log: {unit.log}"
-        )
-    _print(args, data, text)
-    return 0
-
-
-def cmd_service_uninstall(args) -> int:
-    unit = _service_unit(args)
-    try:
-        removed = _service_manager(args).uninstall(unit)
-    except OSError as exc:
-        raise _service_error(exc, unit.path) from None
-    data = {"scope": unit.scope, "path": str(unit.path), "removed": removed}
-    if removed:
-        text = f"removed {unit.path}; if it was enabled: {unit.disable_hint()} first"
-        if _service_manager(args).__name__.endswith("launchd"):
-            text = f"removed {unit.path}; if it was loaded: {unit.disable_hint()}"
-    else:
-        text = f"no unit at {unit.path}"
-    _print(args, data, text)
-    return 0
 
 
 def cmd_status(args) -> int:
@@ -228,9 +71,9 @@ def cmd_status(args) -> int:
     why = reach(config, 1.0 if is_local(config) else 3.0)
     if why is not None:
         text = f"not running (home {config.home})" if is_local(config) else f"not reachable: {why}"
-        _print(args, {"running": False, "reason": why}, text)
+        output(args, {"running": False, "reason": why}, text)
         return 3
-    status = _client().status()
+    status = daemon_client().status()
     where = f" on {status['host']}" if status.get("host") else ""
     lines = [
         f"running{where}: pid {status['pid']}, up {status['uptime_s']:.0f}s, home {status['home']}"
@@ -241,7 +84,7 @@ def cmd_status(args) -> int:
         lines.append(f"  {s['name']}: queued {s['queued']}{extra}")
         for w in s["workers"] or [{}]:
             lines.append("    " + _worker_line(w) if w else "    no workers")
-    _print(args, status, "\n".join(lines))
+    output(args, status, "\n".join(lines))
     return 0
 
 
@@ -257,8 +100,8 @@ def _worker_line(w: dict) -> str:
 
 
 def cmd_scale(args) -> int:
-    data = _client().call("palace_scale", {"name": args.palace, "readers": args.readers})
-    _print(args, data, f"{data['palace']}: {data['readers']} readers")
+    data = daemon_client().call("palace_scale", {"name": args.palace, "readers": args.readers})
+    output(args, data, f"{data['palace']}: {data['readers']} readers")
     return 0
 
 
@@ -292,8 +135,8 @@ def cmd_remember(args) -> int:
         "tags": args.tag or [],
         "importance": args.importance,
     }
-    result = _client().remember(args.palace, **params)
-    _print(
+    result = daemon_client().remember(args.palace, **params)
+    output(
         args,
         {"drawer_id": result.drawer_id, "palace": result.palace, "status": result.status},
         result.drawer_id,
@@ -304,43 +147,43 @@ def cmd_remember(args) -> int:
 def cmd_recall(args) -> int:
     import msgspec
 
-    result = _client().recall(args.palace, args.query, top_k=args.top_k, deep=args.deep)
+    result = daemon_client().recall(args.palace, args.query, top_k=args.top_k, deep=args.deep)
     lines = [
         f"{hit.score:6.3f}  L{hit.layer}  {hit.drawer_id}  {hit.content[:100]}"
         for hit in result.results
     ]
-    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(nothing)")
+    output(args, msgspec.to_builtins(result), "\n".join(lines) or "(nothing)")
     return 0
 
 
 def cmd_list(args) -> int:
     import msgspec
 
-    result = _client().list(args.palace, room=args.room, tag=args.tag, limit=args.limit)
+    result = daemon_client().list(args.palace, room=args.room, tag=args.tag, limit=args.limit)
     lines = [
         f"{d.importance:4.2f}  {d.created_at}  {d.drawer_id}  {d.content[:80]}"
         for d in result.drawers
     ]
-    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(empty)")
+    output(args, msgspec.to_builtins(result), "\n".join(lines) or "(empty)")
     return 0
 
 
 def cmd_forget(args) -> int:
     import msgspec
 
-    result = _client().forget(args.palace, args.drawer_id)
-    _print(args, msgspec.to_builtins(result), f"{result.status} {result.drawer_id}")
+    result = daemon_client().forget(args.palace, args.drawer_id)
+    output(args, msgspec.to_builtins(result), f"{result.status} {result.drawer_id}")
     return 0
 
 
 def cmd_palace_list(args) -> int:
     if args.archived:
-        archived = _client().palace_archived()
+        archived = daemon_client().palace_archived()
         lines = [f"{a['name']}  deleted {a['deleted_at']}  ({a['entry']})" for a in archived]
-        _print(args, {"archived": archived}, "\n".join(lines) or "(no archived palaces)")
+        output(args, {"archived": archived}, "\n".join(lines) or "(no archived palaces)")
         return 0
-    names = _client().palace_list()
-    _print(args, {"palaces": names}, "\n".join(names) or "(no palaces)")
+    names = daemon_client().palace_list()
+    output(args, {"palaces": names}, "\n".join(names) or "(no palaces)")
     return 0
 
 
@@ -348,7 +191,7 @@ def cmd_palace_delete(args) -> int:
     from trusty_memory.names import validate_palace_name
     from trusty_memory.protocol import ErrorCode, TrustyError
 
-    client = _client()
+    client = daemon_client()
     name = validate_palace_name(args.name)
     if not args.yes:
         if name not in client.palace_list():
@@ -358,14 +201,14 @@ def cmd_palace_delete(args) -> int:
             f" `trusty-memory palace restore {name}` brings it back."
         )
         if not _confirmed(question, "palace delete"):
-            _print(args, {"palace": name, "status": "kept"}, f"kept {name}")
+            output(args, {"palace": name, "status": "kept"}, f"kept {name}")
             return 1
     data = client.palace_delete(name)
     text = (
         f"deleted {name}: in the archive as {data['entry']};"
         f" `trusty-memory palace restore {name}` brings it back"
     )
-    _print(args, data, text)
+    output(args, data, text)
     return 0
 
 
@@ -384,36 +227,36 @@ def _confirmed(question: str, command: str) -> bool:
 
 
 def cmd_palace_rename(args) -> int:
-    data = _client().palace_rename(args.name, args.new_name)
-    _print(args, data, f"renamed {args.name} to {data['palace']}")
+    data = daemon_client().palace_rename(args.name, args.new_name)
+    output(args, data, f"renamed {args.name} to {data['palace']}")
     return 0
 
 
 def cmd_palace_restore(args) -> int:
-    data = _client().palace_restore(args.name, entry=args.entry, new_name=args.as_name)
-    _print(args, data, f"restored {data['palace']} from the archive ({data['entry']})")
+    data = daemon_client().palace_restore(args.name, entry=args.entry, new_name=args.as_name)
+    output(args, data, f"restored {data['palace']} from the archive ({data['entry']})")
     return 0
 
 
 def cmd_palace_create(args) -> int:
-    result = _client().palace_create(args.name, args.description)
-    _print(args, result, f"created {args.name}")
+    result = daemon_client().palace_create(args.name, args.description)
+    output(args, result, f"created {args.name}")
     return 0
 
 
 def cmd_palace_info(args) -> int:
     import msgspec
 
-    info = _client().palace_info(args.name)
+    info = daemon_client().palace_info(args.name)
     text = f"{info.name}: {info.drawer_count} drawers, {info.triple_count} triples"
-    _print(args, msgspec.to_builtins(info), f"{text}, {info.data_dir}")
+    output(args, msgspec.to_builtins(info), f"{text}, {info.data_dir}")
     return 0
 
 
 def cmd_show(args) -> int:
     from trusty_memory.protocol import ErrorCode, TrustyError
 
-    client = _client()
+    client = daemon_client()
     palaces = [args.palace] if args.palace else client.palace_list()
     for palace in palaces:
         try:
@@ -423,7 +266,7 @@ def cmd_show(args) -> int:
                 continue
             raise
         text = "\n".join(f"{key}: {value}" for key, value in data.items() if key != "content")
-        _print(args, data, f"{text}\n\n{data['content']}")
+        output(args, data, f"{text}\n\n{data['content']}")
         return 0
     raise TrustyError(
         ErrorCode.DRAWER_NOT_FOUND, f"drawer not found in any palace: {args.drawer_id}"
@@ -432,120 +275,21 @@ def cmd_show(args) -> int:
 
 def cmd_kg_assert(args) -> int:
     kw = {"confidence": args.confidence, "provenance": args.provenance}
-    data = _client().kg_assert(args.palace, args.subject, args.predicate, args.object, **kw)
-    _print(args, data, f"{data['status']}: {args.subject} {args.predicate} {args.object}")
+    data = daemon_client().kg_assert(args.palace, args.subject, args.predicate, args.object, **kw)
+    output(args, data, f"{data['status']}: {args.subject} {args.predicate} {args.object}")
     return 0
 
 
 def cmd_kg_query(args) -> int:
     import msgspec
 
-    result = _client().kg_query(args.palace, args.subject, as_of=args.as_of)
+    result = daemon_client().kg_query(args.palace, args.subject, as_of=args.as_of)
     lines = [
         f"{t.subject} {t.predicate} {t.object}  (since {t.valid_from}, confidence {t.confidence})"
         for t in result.triples
     ]
-    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(no facts)")
+    output(args, msgspec.to_builtins(result), "\n".join(lines) or "(no facts)")
     return 0
-
-
-def cmd_kg_history(args) -> int:
-    import msgspec
-
-    result = _client().kg_history(args.palace, args.subject, args.predicate)
-    lines = [
-        f"{t.valid_from} .. {t.valid_to or 'now':20}  {t.subject} {t.predicate} {t.object}"
-        for t in result.triples
-    ]
-    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(no facts)")
-    return 0
-
-
-def cmd_kg_invalidate(args) -> int:
-    import msgspec
-
-    result = _client().kg_invalidate(args.palace, args.subject, args.predicate, args.object)
-    text = f"invalidated: {result.subject} {result.predicate} {result.object} ({result.valid_to})"
-    _print(args, msgspec.to_builtins(result), text)
-    return 0
-
-
-def cmd_update(args) -> int:
-    import msgspec
-
-    text = sys.stdin.read().rstrip("\r\n") if args.text == "-" else args.text
-    fields = {"text": text, "room": args.room, "importance": args.importance}
-    if args.tag is not None:
-        fields["tags"] = [] if args.tag == [""] else args.tag
-    result = _client().update(args.palace, args.drawer_id, **fields)
-    text = f"{result.status} {result.drawer_id}"
-    if result.previous_version:
-        text += f" ({', '.join(result.changed)}; previous version {result.previous_version})"
-    _print(args, msgspec.to_builtins(result), text)
-    return 0
-
-
-def cmd_search(args) -> int:
-    import msgspec
-
-    params = {"room": args.room, "tag": args.tag, "since": args.since, "until": args.until,
-              "limit": args.limit, "cursor": args.cursor}  # fmt: skip
-    result = _client().search(args.palace, args.query, **params)
-    lines = [f"{d.created_at}  {d.drawer_id}  {d.content[:80]}" for d in result.drawers]
-    if result.next_cursor:
-        lines.append(f"(more: --cursor {result.next_cursor})")
-    _print(args, msgspec.to_builtins(result), "\n".join(lines) or "(nothing)")
-    return 0
-
-
-def cmd_stats(args) -> int:
-    import msgspec
-
-    s = _client().palace_stats(args.palace)
-    rooms = ", ".join(f"{room} {n}" for room, n in s.room_counts.items()) or "no rooms"
-    text = (
-        f"{s.palace}: {s.drawer_count} drawers ({rooms}), {s.tag_count} tags,"
-        f" {s.triple_count} active facts of {s.triple_total}, {s.archived_count} archived\n"
-        f"change log at {s.last_seq}, index at {s.index_seq} (lag {s.index_lag},"
-        f" {'loaded' if s.index_loaded else 'released'}); last dream {s.last_dream_at or 'never'}\n"
-        f"{s.db_bytes / 1e6:.1f} MB in SQLite, {s.index_bytes / 1e6:.1f} MB index snapshot"
-    )
-    for run in s.dream_passes:
-        text += (
-            f"\n  dream {run.finished_at} ({run.duration_s:.1f} s): merged {run.merged},"
-            f" decayed {run.decayed}, archived {run.archived}, facts decayed {run.kg_decayed}"
-            + (" (stopped at its time budget)" if run.truncated else "")
-        )
-    _print(args, msgspec.to_builtins(s), text)
-    return 0
-
-
-def cmd_health(args) -> int:
-    import asyncio
-
-    from trusty_memory.client.aio import AsyncClient
-    from trusty_memory.client.mcp_tools_extended import health
-
-    async def check() -> dict:
-        async with AsyncClient() as client:
-            return await health(client)
-
-    data = asyncio.run(check())
-    embedder = data["embedder"]
-    embed = f"{embedder['embed_ms']} ms" if embedder["ok"] else f"FAILED: {embedder['error']}"
-    text = (
-        f"{data['status']}: daemon {data['version']} pid {data['pid']}, up {data['uptime_s']:.0f}s,"
-        f" {data['restarts']} restarts\n"
-        f"embedder: {embedder['workers']} workers, one embedding {embed}\n"
-        f"dreamer: {'running' if data['dreamer']['running'] else 'not running'}\n"
-        + "\n".join(
-            f"palace {x['palace']}: {x['workers']} workers, {x['queued']} queued,"
-            f" reader lag {x['max_lag']}"
-            for x in data["palaces"]
-        )
-    )
-    _print(args, data, text.rstrip())
-    return 0 if data["status"] == "ok" else 1
 
 
 def cmd_doctor(args) -> int:
@@ -556,7 +300,7 @@ def cmd_doctor(args) -> int:
     data = {"ok": all(ok for _, ok, _ in checks),
             "checks": [{"check": n, "ok": ok, "detail": d} for n, ok, d in checks]}  # fmt: skip
     text = "\n".join(f"{'ok  ' if ok else 'FAIL'}  {name}: {detail}" for name, ok, detail in checks)
-    _print(args, data, text)
+    output(args, data, text)
     return 0 if data["ok"] else 1
 
 
@@ -567,7 +311,7 @@ def cmd_setup(args) -> int:
 
     config = load_config()
     if not config.embedder.compiled:
-        _print(args, {"ok": True, "compiled": False}, "compiled model off: nothing to prepare")
+        output(args, {"ok": True, "compiled": False}, "compiled model off: nothing to prepare")
         return 0
     progress = StepLine()
     try:
@@ -581,7 +325,7 @@ def cmd_setup(args) -> int:
     text += f"{data['seconds']:.1f} s)"
     for gone in data["removed"]:
         text += f"\nremoved {gone['path']} ({gone['bytes'] / 2**20:.0f} MB)"
-    _print(args, data, text)
+    output(args, data, text)
     return 0
 
 
@@ -609,14 +353,14 @@ def cmd_config_show(args) -> int:
     from trusty_memory.config import load_config
 
     config = load_config()
-    _print(args, config_dict(config), config_toml(config))
+    output(args, config_dict(config), config_toml(config))
     return 0
 
 
 def cmd_export(args) -> int:
     from trusty_memory.client import bulk
 
-    client = _client()
+    client = daemon_client()
     total = client.palace_info(args.palace).drawer_count
     progress = bulk.Progress(f"export {args.palace}", total=total)
     if args.output in (None, "-"):
@@ -638,7 +382,7 @@ def cmd_import(args) -> int:
     from trusty_memory.config import load_config
     from trusty_memory.protocol import ErrorCode, TrustyError
 
-    client = _client()
+    client = daemon_client()
     progress = bulk.Progress(f"import {args.palace}")
     options = {
         "max_text_bytes": load_config().palace.max_text_bytes,
@@ -677,17 +421,17 @@ def cmd_import(args) -> int:
             f" triples; {len(summary.bad)} bad lines ({summary.held_back} good lines in"
             " batches with them)"
         )
-        _print(args, summary.as_dict(), text)
+        output(args, summary.as_dict(), text)
         return 0 if summary.ok else 1
     if summary.interrupted:
-        _print(args, summary.as_dict(), f"interrupted after importing {summary.imported}")
+        output(args, summary.as_dict(), f"interrupted after importing {summary.imported}")
         return 130
     text = (
         f"imported {summary.imported}, skipped {summary.skipped} existing,"
         f" {len(summary.bad)} bad lines ({summary.held_back} good lines held back with them);"
         f" triples imported {summary.triples_imported}, skipped {summary.triples_skipped}"
     )
-    _print(args, summary.as_dict(), text)
+    output(args, summary.as_dict(), text)
     return 0 if summary.ok else 1
 
 
@@ -727,7 +471,7 @@ def cmd_dreamer(args) -> int:
 
 def cmd_archive_list(args) -> int:
     params = {"limit": args.limit, "reason": args.reason}
-    data = _client().call("archive_list", params, palace=args.palace)
+    data = daemon_client().call("archive_list", params, palace=args.palace)
     lines = []
     for d in data["drawers"]:
         why = d["reason"]
@@ -736,13 +480,15 @@ def cmd_archive_list(args) -> int:
         elif d["reason"] == "updated":
             why = f"earlier version of {d['merged_into']}"
         lines.append(f"{d['archived_at']}  {d['drawer_id']}  {why}  {d['content'][:60]}")
-    _print(args, data, "\n".join(lines) or "(archive empty)")
+    output(args, data, "\n".join(lines) or "(archive empty)")
     return 0
 
 
 def cmd_archive_restore(args) -> int:
-    data = _client().call("archive_restore", {"drawer_id": args.drawer_id}, palace=args.palace)
-    _print(args, data, f"restored {data['drawer_id']}")
+    data = daemon_client().call(
+        "archive_restore", {"drawer_id": args.drawer_id}, palace=args.palace
+    )
+    output(args, data, f"restored {data['drawer_id']}")
     return 0
 
 
