@@ -360,6 +360,9 @@ class Broker:
             remote = [s[len(p.PALACE_SERVICE_PREFIX) :] for s in self.remote_palaces]
             names = sorted(set(self.palaces.names()) | set(remote))
             return {"palaces": [n for n in names if n not in self.closing]}
+        if req.method == "palace_summaries":
+            names = [n for n in self.palaces.names() if n not in self.closing]
+            return {"palaces": {n: self.palaces.summary(n) for n in names}}
         if req.method == "palace_archived":
             return {"palaces": self.palaces.archived()}
         params = p.decode_params(req.method, req.params)

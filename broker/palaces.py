@@ -35,6 +35,7 @@ from trusty_memory.config import Config
 from trusty_memory.names import validate_palace_name
 
 METADATA = "palace.json"
+SUMMARY_FILE = "summary.json"  # written by the palace's writer (workers/store.py)
 
 
 def utc_now() -> str:
@@ -255,6 +256,21 @@ class PalaceRegistry:
         write_json_atomic(self.config.palace_dir(name) / METADATA, meta)
         self._readers[name] = readers
         return readers
+
+    def summary(self, name: str) -> dict:
+        """A palace as far as its files tell without waking it: where it lives, its
+        description, and what its writer last wrote of it (``summary.json``: counts, last
+        write, last dream pass; ``summary`` None if it never did)."""
+        directory = self.config.palace_dir(name)
+        try:
+            data = json.loads((directory / SUMMARY_FILE).read_text())
+        except (OSError, ValueError):
+            data = None
+        return {
+            "data_dir": str(directory),
+            "description": self._meta(name).get("description"),
+            "summary": data if isinstance(data, dict) else None,
+        }
 
     def _meta(self, name: str) -> dict:
         return _read_meta(self.config.palace_dir(name))

@@ -719,7 +719,7 @@ class RestoreResult(msgspec.Struct, kw_only=True):
 # answered once they have exited (killed after ``[broker] close_grace_s``).
 PALACE_MOVE_METHODS = frozenset({"palace_delete", "palace_rename"})
 _BROKER_ONLY = ["ping", "status", "palace_list", "palace_archived", "palace_create",
-                "palace_scale", "palace_restore"]  # fmt: skip
+                "palace_scale", "palace_restore", "palace_summaries"]  # fmt: skip
 BROKER_METHODS = frozenset(_BROKER_ONLY) | PALACE_MOVE_METHODS
 # The dreamer's maintenance: routed to the writer, and not counted as foreground use of a
 # palace (so the dreamer's own traffic never makes a palace look busy to itself).

@@ -32,8 +32,8 @@ ARCHIVE_PAGE = 50
 # (the window recall's episode smoothing uses: workers/retrieval.py EPISODE_WINDOW_S).
 EPISODE_WINDOW_S = 1800.0
 EPISODE_SCAN = 1000  # drawers of the room looked at for a drawer's neighbours
-# palace_info starts the writer of a palace that has none: the palaces page asks a few at a
-# time, so a home of many idle palaces does not wake them all at once.
+# palace_info starts the writer of a palace that has none: the palaces page asks it only of
+# palaces with no summary yet, a few at a time.
 INFO_CONCURRENCY = 4
 
 
@@ -49,19 +49,40 @@ class PalaceRow:
     queued: int
     idle_s: float | None  # seconds since its last foreground request; None: not loaded
     error: str = ""
+    # A sleeping palace as its writer last left it (``palace_summaries``), not woken.
+    asleep: dict[str, Any] | None = None
+    description: str | None = None
+
+    def known(self, field: str) -> Any:
+        """A ``PalaceInfo`` field (counts, ``last_dream_at``, dream totals) from whichever
+        is at hand: the palace's answer, or its summary while it sleeps; None if neither."""
+        if self.info is not None:
+            return getattr(self.info, field)
+        return self.asleep.get(field) if self.asleep else None
 
 
 async def palaces(client: AsyncClient) -> list[PalaceRow]:
-    """Every palace with its counts, size, workers and last activity.
+    """Every palace with its counts, size, workers, last activity and dream totals.
 
-    ``status`` is read first: ``palace_info`` starts a palace's writer, and a palace that
-    had none shows as not loaded (what it was before this page asked)."""
+    A palace with workers answers ``palace_info``; a sleeping one is shown from what its
+    writer last wrote (``palace_summaries``), so that looking does not wake it. Only a
+    palace with no summary yet (it has not slept since) is asked, a few at a time."""
     status = await client.call("status")
     services = {s["name"]: s for s in status["services"]}
     names = (await client.call("palace_list"))["palaces"]
+    sleeping = (await client.call("palace_summaries"))["palaces"]
     gate = asyncio.Semaphore(INFO_CONCURRENCY)
 
-    async def info_of(name: str) -> p.PalaceInfo:
+    def running(name: str) -> bool:
+        return bool(services.get(p.palace_service(name), {}).get("workers"))
+
+    def ask(name: str) -> bool:
+        known = sleeping.get(name) or {}
+        return running(name) or known.get("summary") is None
+
+    async def info_of(name: str) -> p.PalaceInfo | None:
+        if not ask(name):
+            return None
         async with gate:
             return await _info(client, name)
 
@@ -71,6 +92,7 @@ async def palaces(client: AsyncClient) -> list[PalaceRow]:
         if isinstance(info, BaseException) and not isinstance(info, p.TrustyError):
             raise info  # a palace's error shows in its row; anything else is a bug
         service = services.get(p.palace_service(name), {})
+        known = sleeping.get(name) or {}
         row = PalaceRow(
             name=name,
             info=info if isinstance(info, p.PalaceInfo) else None,
@@ -79,9 +101,12 @@ async def palaces(client: AsyncClient) -> list[PalaceRow]:
             queued=service.get("queued", 0),
             idle_s=service.get("idle_s"),
             error=info.message if isinstance(info, p.TrustyError) else "",
+            asleep=known.get("summary") if info is None else None,
+            description=known.get("description"),
         )
-        if row.info is not None:
-            row.size_bytes = dir_size(row.info.data_dir)
+        data_dir = row.info.data_dir if row.info is not None else known.get("data_dir")
+        if data_dir:
+            row.size_bytes = dir_size(data_dir)
         rows.append(row)
     return rows
 

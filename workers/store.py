@@ -61,6 +61,7 @@ from trusty_memory.workers.store_read import (
     DB_FILE,
     IDENTITY_FILE,
     META_FILE,
+    SUMMARY_FILE,
     ReadStore,
     read_meta,
     storage_errors,
@@ -111,6 +112,8 @@ class PalaceStore(ReadStore):
     """A palace's writer: the read side plus every write. One process per palace."""
 
     _writer_lock: int | None = None  # the fd of writer.lock, held from open to close
+    _commits = 0  # write transactions committed since open: what summary.json follows
+    _summary_at: int | None = None  # ``_commits`` when summary.json was last written
 
     # -- opening -------------------------------------------------------------------
 
@@ -413,12 +416,47 @@ class PalaceStore(ReadStore):
         self._snapshot_seq = self._applied_seq
         return True
 
+    def write_summary(self) -> bool:
+        """Write ``summary.json`` if a write committed since the last one (the first time
+        after open, always); True if written.
+
+        Counts come from memory and a few small queries: no index load, so an idle worker
+        that let its index go keeps it gone. Read by the broker (``palace_summaries``).
+        """
+        if self._summary_at == self._commits:
+            return False
+        dream = maintenance.dream_summary(self._conn)
+        last_write = self._conn.execute("SELECT max(at) FROM changes").fetchone()[0]
+        triples = self._conn.execute(
+            "SELECT count(*) FROM triples WHERE valid_to IS NULL"
+        ).fetchone()[0]
+        summary = {
+            "drawer_count": len(self._labels),
+            "triple_count": triples,
+            "archived_count": dream["archived_count"],
+            "last_write_at": last_write,
+            "last_dream_at": dream["last_dream_at"],
+            "dream_merged": dream["dream_merged"],
+            "dream_decayed": dream["dream_decayed"],
+            "dream_archived": dream["dream_archived"],
+            "last_seq": self._last_seq,
+            "written_at": v.now_rfc3339(),
+        }
+        _write_atomic(self.palace_dir / SUMMARY_FILE, json.dumps(summary, indent=2).encode())
+        self._summary_at = self._commits
+        return True
+
     def close(self) -> None:
-        """Flush hits, snapshot the index, close SQLite. Safe to call twice."""
+        """Flush hits, snapshot the index, write the summary, close SQLite. Safe to call
+        twice."""
         if self._closed:
             return
         try:
             self.flush()
+            try:
+                self.write_summary()
+            except OSError as exc:  # a full disk: only the palace list's view goes stale
+                log.warning("summary not written", palace=self.name, error=str(exc))
             if self._applied_seq != self._snapshot_seq or not any(
                 self.palace_dir.glob("index-*.json")
             ):
@@ -482,6 +520,7 @@ class _WriteTxn:
             raise
         self.store._pending_hits.subtract(self.hits)
         self.store._pending_hits = +self.store._pending_hits  # drop zeros
+        self.store._commits += 1
         return False
 
 

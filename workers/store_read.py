@@ -74,6 +74,9 @@ log = get_logger(__name__)
 
 DB_FILE = "palace.sqlite3"
 META_FILE = "palace.json"
+# What the writer last knew of its palace (counts, last write, last dream pass), so that a
+# palace list can show a sleeping palace without waking it (``PalaceStore.write_summary``).
+SUMMARY_FILE = "summary.json"
 IDENTITY_FILE = "identity.txt"
 L1_SIZE = 32
 LIST_LIMIT_MAX = 1000

@@ -91,6 +91,7 @@ class PalaceWriter(PalaceWorker):
         if self.store is not None:
             self.store.flush()
             self.store.maybe_snapshot()
+            self.store.write_summary()
         super().on_idle()
 
 

@@ -292,3 +292,23 @@ def test_stats_list_the_dreamers_last_passes_newest_first(store):
     passes = store_search.stats(store, "writer").dream_passes
     assert [r.merged for r in passes] == list(range(11, 1, -1))  # the last ten
     assert passes[0].truncated and not passes[1].truncated and passes[0].duration_s == 0.5
+
+
+def test_the_summary_follows_writes_only(store, palace_dir):
+    import json as _json
+
+    from trusty_memory.workers.store_read import SUMMARY_FILE
+
+    assert store.write_summary() is True  # the first one after open
+    assert store.write_summary() is False  # nothing committed since
+    remember(store, "The staging database runs on port 5433.")
+    store.kg_assert(KgAssertParams(subject="staging", predicate="port", object="5433"))
+    assert store.write_summary() is True
+    summary = _json.loads((palace_dir / SUMMARY_FILE).read_text())
+    assert (summary["drawer_count"], summary["triple_count"], summary["archived_count"]) == (
+        1,
+        1,
+        0,
+    )
+    assert summary["last_write_at"] and summary["last_dream_at"] is None
+    assert store.write_summary() is False
