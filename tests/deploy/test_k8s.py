@@ -109,7 +109,7 @@ def test_each_palace_worker_owns_its_palace_on_its_volume():
     headless = one("Service", spec["serviceName"])
     assert headless["spec"]["clusterIP"] == "None"
     assert headless["spec"]["selector"].items() <= spec["template"]["metadata"]["labels"].items()
-    (worker,) = spec["template"]["spec"]["containers"]
+    worker, reader = spec["template"]["spec"]["containers"]
     broker = one("Service", "trusty-memory-broker")["metadata"]["name"]
     assert worker["args"] == [
         "worker", "--broker", f"tcp://{broker}:{BACKEND}",
@@ -126,6 +126,10 @@ def test_each_palace_worker_owns_its_palace_on_its_volume():
     assert env["TRUSTY_MEMORY_HOME"] == mount["mountPath"] == "/data"
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert "TRUSTY_MEMORY_LOCAL_WORKERS" not in env
+    # The reader beside it: the same palace, key and volume (it reads the writer's files).
+    assert reader["args"] == [*worker["args"], "--reader"]
+    assert env_of(reader) == env
+    assert reader["volumeMounts"] == worker["volumeMounts"]
 
 
 def pods() -> list[dict]:
