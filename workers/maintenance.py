@@ -514,6 +514,41 @@ def _merge_into(
     return label, gone, tags
 
 
+def insert_row(conn: sqlite3.Connection, row: Row) -> int:
+    """Write ``row`` as a new drawer (a new label; ``row.label`` is ignored), with its tags
+    and the change-log entry the index follows; the content hash is computed from the text.
+    Returns the new label."""
+    label = conn.execute(
+        "INSERT INTO drawers (id, content, room, tags, importance, base_importance, created_at,"
+        " hits, content_hash, vector, metadata, decay_from, own_vector)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            row.id,
+            row.content,
+            row.room,
+            json.dumps(row.tags),
+            row.importance,
+            row.base_importance,
+            row.created_at,
+            row.hits,
+            hashlib.sha256(row.content.encode()).hexdigest(),
+            row.vector,
+            row.metadata,
+            row.decay_from,
+            row.own_vector,
+        ),
+    ).lastrowid
+    conn.executemany(
+        "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
+        [(t, label) for t in row.tags],
+    )
+    conn.execute(
+        "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
+        (label, row.id, v.now_rfc3339()),
+    )
+    return label
+
+
 def _archive(
     conn: sqlite3.Connection, row: Row, reason: str, merged_into: str | None, *, delete=True
 ) -> None:
@@ -739,22 +774,9 @@ def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
         if conn.execute("SELECT 1 FROM drawers WHERE id = ?", (drawer_id,)).fetchone():
             raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"drawer already live: {drawer_id}")
         base = row[4] if row[5] is None else row[5]
-        now = v.now_rfc3339()
-        label = conn.execute(
-            "INSERT INTO drawers (id, content, room, tags, importance, base_importance,"
-            " created_at, hits, content_hash, vector, metadata, own_vector, decay_from)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*row[:4], base, base, *row[6:], now),
-        ).lastrowid
         tags = json.loads(row[3])
-        conn.executemany(
-            "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
-            [(t, label) for t in tags],
-        )
-        conn.execute(
-            "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
-            (label, drawer_id, now),
-        )
+        back = Row(0, *row[:3], tags, base, base, *row[6:11], v.now_rfc3339(), row[11])
+        label = insert_row(conn, back)
         conn.execute("DELETE FROM archive WHERE id = ?", (drawer_id,))
     store._labels.add(label)
     store._room_labels.setdefault(row[2], set()).add(label)

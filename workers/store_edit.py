@@ -16,7 +16,6 @@ label, which a reader's refresh re-reads.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -128,7 +127,7 @@ def restore_version(store: PalaceStore, version_id: str) -> p.RestoreResult:
             _archive_version(conn, live)
             label = _replace(conn, live, new)
         else:
-            label = _insert(conn, new)
+            label = maintenance.insert_row(conn, new)
     if live is not None:
         _after_replace(store, live, new, label)
     else:
@@ -201,7 +200,7 @@ def _replace(conn: sqlite3.Connection, old: Row, new: Row) -> int:
     """Write ``new`` over ``old`` (same id); returns the label that now holds it."""
     if new.content != old.content or new.vector != old.vector:
         maintenance._delete_row(conn, old)
-        return _insert(conn, new)
+        return maintenance.insert_row(conn, new)
     conn.execute(
         "UPDATE drawers SET room = ?, tags = ?, importance = ?, base_importance = ?,"
         " decay_from = ? WHERE label = ?",
@@ -215,38 +214,6 @@ def _replace(conn: sqlite3.Connection, old: Row, new: Row) -> int:
     )
     maintenance.log_update(conn, old.label)
     return old.label
-
-
-def _insert(conn: sqlite3.Connection, row: Row) -> int:
-    label = conn.execute(
-        "INSERT INTO drawers (id, content, room, tags, importance, base_importance, created_at,"
-        " hits, content_hash, vector, metadata, decay_from, own_vector)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            row.id,
-            row.content,
-            row.room,
-            json.dumps(row.tags),
-            row.importance,
-            row.base_importance,
-            row.created_at,
-            row.hits,
-            hashlib.sha256(row.content.encode()).hexdigest(),
-            row.vector,
-            row.metadata,
-            row.decay_from,
-            row.own_vector,
-        ),
-    ).lastrowid
-    conn.executemany(
-        "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
-        [(t, label) for t in row.tags],
-    )
-    conn.execute(
-        "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
-        (label, row.id, v.now_rfc3339()),
-    )
-    return label
 
 
 def _remember_in_memory(store: PalaceStore, row: Row, label: int) -> None:
