@@ -129,3 +129,14 @@ def fresh_home() -> Iterator[Path]:
     if pid is not None:
         Daemon(home).stop()
     shutil.rmtree(home, ignore_errors=True)
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
+    """``predicate()``'s first truthy value within ``timeout`` seconds; fails naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")

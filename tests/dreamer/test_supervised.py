@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
-from tests.conftest import Daemon
+from tests.conftest import Daemon, wait_until
 from tests.dreamer.test_dream_daemon import PLANTED, sql
 from trusty_memory.client.sync import Client
 
@@ -14,16 +13,6 @@ FAST_DREAMER = {
     "TRUSTY_MEMORY_DREAMER_IDLE_AFTER_S": "1.5",
     "TRUSTY_MEMORY_DREAMER_POLL_S": "0.3",
 }
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_the_daemon_dreams_idle_palaces_and_restarts_a_killed_dreamer(fresh_home):
@@ -34,7 +23,7 @@ def test_the_daemon_dreams_idle_palaces_and_restarts_a_killed_dreamer(fresh_home
         client.remember("idle", a)
         client.remember("idle", b)
     # Only the dreamer talks to the palace now; its own requests do not count as use.
-    dreams = wait_for(
+    dreams = wait_until(
         lambda: sql(daemon.config, "idle", "SELECT merged FROM dream_log"), 90, "a dream"
     )
     assert dreams[0][0] == len(PLANTED)
@@ -45,7 +34,7 @@ def test_the_daemon_dreams_idle_palaces_and_restarts_a_killed_dreamer(fresh_home
     first = client.status()["dreamer_pid"]
     assert first
     os.kill(first, signal.SIGKILL)
-    second = wait_for(
+    second = wait_until(
         lambda: (pid := client.status()["dreamer_pid"]) not in (None, first) and pid,
         30,
         "the dreamer's restart",
@@ -54,7 +43,7 @@ def test_the_daemon_dreams_idle_palaces_and_restarts_a_killed_dreamer(fresh_home
     assert client.status()["restarts"]["dreamer#0"] == 1
     # SIGTERM (what the daemon sends at shutdown) stops it promptly.
     os.kill(second, signal.SIGTERM)
-    wait_for(lambda: not alive(second), 5, "the dreamer to stop on SIGTERM")
+    wait_until(lambda: not alive(second), 5, "the dreamer to stop on SIGTERM")
     client.close()
     daemon.stop()
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.conftest import Daemon
+from tests.conftest import Daemon, wait_until
 from tests.engine.test_readers import start_readers, workers_of
 from trusty_memory.client.sync import Client
 
@@ -37,15 +37,6 @@ def readers(client: Client, palace: str) -> int:
     return sum(1 for w in workers_of(client, palace) if w["role"] == "reader")
 
 
-def wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def autoscaling(fresh_home):
     d = Daemon(fresh_home, extra_env=FAST_AUTOSCALE).start()
@@ -64,7 +55,7 @@ def test_readers_come_under_load_and_go_when_quiet_losing_no_read(autoscaling):
 
         stop, errors, counts, threads = start_readers(autoscaling.config, "hot", 8)
         try:
-            wait(lambda: readers(admin, "hot") == 2, 60, "two autoscaled readers")
+            wait_until(lambda: readers(admin, "hot") == 2, 60, "two autoscaled readers")
             status = palace_status(admin, "hot")
             assert (status["readers_wanted"], status["readers_autoscaled"]) == (2, 2)
             time.sleep(1.0)  # the new readers serve
@@ -77,10 +68,10 @@ def test_readers_come_under_load_and_go_when_quiet_losing_no_read(autoscaling):
         assert errors == []
         assert sum(counts) > 40
 
-        wait(lambda: readers(admin, "hot") == 0, 60, "the added readers to retire")
+        wait_until(lambda: readers(admin, "hot") == 0, 60, "the added readers to retire")
         assert palace_status(admin, "hot")["readers_autoscaled"] == 0
         # The palace's own setting is a floor autoscale never goes under.
         admin.scale("hot", 1)
-        wait(lambda: readers(admin, "hot") == 1, 30, "the palace's own reader")
+        wait_until(lambda: readers(admin, "hot") == 1, 30, "the palace's own reader")
         time.sleep(5.0)  # longer than autoscale_idle_s, and quiet
         assert readers(admin, "hot") == 1

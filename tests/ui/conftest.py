@@ -123,17 +123,7 @@ def ui(ui_daemon: Daemon) -> Iterator[Ui]:
         client.kg_assert("project", "staging database", "listens on", "port 5433")
         client.palace_create("scratch")
         client.remember("scratch", MARKUP_NOTE)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.cli", "ui", "--port", "0"],
-        env=ui_daemon.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = _first_line(proc, timeout=60)
-    match = URL_LINE.search(line)
-    assert match, f"no URL in the first line: {line!r}; stderr: {_stderr(proc)}"
-    url = match.group(1)
+    proc, url = start_ui(ui_daemon)
     parts = urlsplit(url)
     yield Ui(
         base=f"{parts.scheme}://{parts.netloc}",
@@ -142,6 +132,25 @@ def ui(ui_daemon: Daemon) -> Iterator[Ui]:
         proc=proc,
         old_drawer=old.drawer_id,
     )
+    stop_ui(proc)
+
+
+def start_ui(daemon: Daemon) -> tuple[subprocess.Popen, str]:
+    """``trusty-memory ui --port 0`` against ``daemon``: the process and the URL it printed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trusty_memory.cli", "ui", "--port", "0"],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = _first_line(proc, timeout=60)
+    match = URL_LINE.search(line)
+    assert match, f"no URL in the first line: {line!r}; stderr: {_stderr(proc)}"
+    return proc, match.group(1)
+
+
+def stop_ui(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=10)

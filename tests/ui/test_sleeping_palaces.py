@@ -5,28 +5,19 @@ from __future__ import annotations
 
 import http.client
 import shutil
-import subprocess
-import sys
-import time
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import Daemon, _short_tmp
-from tests.ui.conftest import URL_LINE, _first_line
+from tests.conftest import Daemon, _short_tmp, wait_until
+from tests.engine.test_readers import workers_of
+from tests.ui.conftest import start_ui, stop_ui
 from trusty_memory.client.sync import Client
 from trusty_memory.ui.security import cookie_name
 
 pytestmark = pytest.mark.slow
 
 SLEEPY = {"TRUSTY_MEMORY_PALACE_IDLE_STOP_S": "2", "TRUSTY_MEMORY_DREAMER_ENABLED": "0"}
-
-
-def palace_workers(client: Client, palace: str) -> list[dict]:
-    for s in client.status()["services"]:
-        if s["name"] == f"palace:{palace}":
-            return s["workers"]
-    return []
 
 
 def get(base: str, path: str, cookie: str) -> str:
@@ -52,23 +43,14 @@ def test_sleeping_palaces_are_shown_from_their_summaries_without_waking():
             for i in range(3):
                 client.remember("dozy", f"note {i} about the staging database")
             client.kg_assert("dozy", "staging", "runs", "PostgreSQL 15")
-            deadline = time.monotonic() + 60
-            while palace_workers(client, "dozy"):  # its writer stops after idle_stop_s
-                assert time.monotonic() < deadline, "the palace never went to sleep"
-                time.sleep(0.2)
+            # Its writer stops after idle_stop_s.
+            wait_until(lambda: not workers_of(client, "dozy"), 60, "the palace to sleep")
             summaries = client.call("palace_summaries")["palaces"]
             assert summaries["dozy"]["summary"]["drawer_count"] == 3
             assert summaries["dozy"]["summary"]["triple_count"] == 1
             assert summaries["dozy"]["description"] == "a palace left alone"
 
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "trusty_memory.cli", "ui", "--port", "0"],
-                env=daemon.env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            url = URL_LINE.search(_first_line(proc, timeout=60)).group(1)
+            proc, url = start_ui(daemon)
             parts = urlsplit(url)
             base = f"{parts.scheme}://{parts.netloc}"
             cookie = f"{cookie_name(parts.port)}={parts.query.removeprefix('token=')}"
@@ -78,10 +60,9 @@ def test_sleeping_palaces_are_shown_from_their_summaries_without_waking():
             assert "a palace left alone" in row
             dreamer = get(base, "/dreamer", cookie)
             assert "dozy" in dreamer and "never" in dreamer
-            assert palace_workers(client, "dozy") == []  # looked at, still asleep
+            assert workers_of(client, "dozy") == []  # looked at, still asleep
     finally:
         if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=10)
+            stop_ui(proc)
         daemon.stop()
         shutil.rmtree(home, ignore_errors=True)
