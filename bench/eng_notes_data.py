@@ -1,6 +1,7 @@
 """A second retrieval set: engineering notes a coding agent would store, with gold drawers.
 
     .venv/bin/python bench/eng_notes_data.py [--out bench/data/eng_notes.json] [--check]
+                                             [--seed N]
 
 Deterministic (a fixed seed, hand-written facts and templates, no model): the same code
 always writes the same file, and ``--check`` says whether the committed file is up to date.
@@ -549,8 +550,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--check", action="store_true", help="exit 1 if --out is not current")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=SEED,
+        help="another seed writes another set from the same facts and templates (a check "
+        "for ranking rules: the committed file is the one tuned on)",
+    )
     args = parser.parse_args(argv)
-    text = dumps(generate())
+    text = dumps(generate(args.seed))
     if args.check:
         current = args.out.read_text() if args.out.exists() else ""
         print("up to date" if current == text else f"stale: {args.out}")

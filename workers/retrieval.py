@@ -68,14 +68,45 @@ On LoCoMo-in-one-table, dropping the common *terms* outright (instead of only th
 drawers) cost up to 13 points of BM25 turn R@10; bounding the drawers cost at most 0.6 at
 a budget of 150 and nothing from 300 up. Palaces under the budget are never affected.
 
-Pseudo-relevance feedback, tried and not kept: a third RRF list (weight 0.3), BM25 over the
-5 rarest terms of the top 3 fused drawers that the query lacks and another drawer holds.
-With context vectors on, LoCoMo through the agent's path (all 1,982 questions) went from
-72.4 to 73.4 turn R@10 (every category up), strict session R@10 88.4 -> 88.2, top-10
-sessions 92.8 both; the engineering-notes set (``bench/eng_notes.py``) R@1 / R@5 / R@10
-44.0 / 89.0 / 89.8 -> 45.5 / 89.0 / 90.2. But deep recall at 10k drawers went from 8.2 to
-11.6-13.1 ms p50 (``bench/engine.py``, back to back; the document counts of the feedback
-terms are new for every query), which the 16 ms target via MCP cannot absorb.
+Pseudo-relevance feedback. A third RRF list, weight ``FEEDBACK_WEIGHT``: BM25 over the
+``FEEDBACK_TERMS`` rarest terms of the top ``FEEDBACK_DOCS`` fused drawers that the query
+lacks and another drawer holds (``feedback_terms``). A question names the topic; the best
+hit also holds the answer's own words (a name, a place, a version), and other drawers that
+share those are often the rest of the evidence. Scores stay scaled to the two main lists
+(``rrf``'s ``full_weight``: first by meaning and by words is 1.0, and feedback only adds,
+capped at 1.0 for the caller), so a score means the same whether feedback fired or not.
+The feedback terms hold at most ``FEEDBACK_POSTINGS_BUDGET`` drawers together. Measured
+through the product, agent's path, context vectors on (``bench/locomo.py``, all 1,982
+questions; ``bench/eng_notes.py``, 200 questions, and two sets the same generator writes
+with other seeds, ``eng_notes_data.py --seed 7`` and ``--seed 99``, never tuned on):
+
+=======================  ==========================  =======================================
+rule                     LoCoMo turn / strict        eng notes R@1 / R@5 / R@10 (seed 7;
+                         session / top-10 sessions   seed 99)
+=======================  ==========================  =======================================
+no feedback              72.4 / 88.4 / 92.8          44.0 / 89.0 / 89.8 (46.0 / 89.2 / 92.0;
+                                                     43.0 / 88.5 / 91.0)
+top 3 drawers            73.3 / 88.2 / 92.8          46.8 / 88.5 / 90.2 (47.0 / 89.2 / 91.5;
+                                                     46.2 / 88.5 / 90.5)
+top 2 drawers (kept)     73.2 / 88.2 / 92.8          46.5 / 89.0 / 90.2 (46.5 / 89.2 / 92.0;
+                                                     45.8 / 89.0 / 91.2)
+=======================  ==========================  =======================================
+
+The top 3 row took the drawers' texts in label order, the kept row best first (with
+label order, top 2 gave the engineering notes 45.5 / 89.0 / 90.0). Strict session R@10 on LoCoMo is the
+one figure that falls (-0.2): a feedback hit sometimes takes a place another session's
+turn had, as the episodes do.
+
+Terms shared by at least 2 of the top 3 drawers instead: LoCoMo (3 conversations) as top
+3, engineering notes R@1 44.0 -> 42.8; not kept. Cost: one query for the hits' texts, the
+terms' document counts (mostly cached, each counted only up to the feedback budget) and a
+BM25 over rare terms, ~1 ms of store time at 10k drawers; paid for by reading episodes
+only for drawers whose label neighbour is also a candidate (``smooth_episodes`` needs no
+other). ``bench/engine.py`` (10k look-alike notes, 16 clients' worth of palace), deep
+recall p50 / p99 9.0 / 15.1 ms before, 7.7 / 13.9 ms with both; without the postings
+budget the feedback list scored thousands of look-alike notes there (11.4 / 31.4 ms). A
+first version of this list (no budget, every candidate's episode read) cost 3-5 ms and
+was dropped for it.
 """
 
 from __future__ import annotations
@@ -90,6 +121,10 @@ TEXT_WEIGHT = 1.0
 BM25_POSTINGS_BUDGET = 5000  # drawers BM25 may score per deep recall (see the module doc)
 EPISODE_WEIGHT = 0.25  # share of an episode neighbour's fused score a drawer gains
 EPISODE_WINDOW_S = 1800.0  # neighbours written further apart than this are not one episode
+FEEDBACK_DOCS = 2  # pseudo-relevance feedback: terms come from the top fused drawers
+FEEDBACK_TERMS = 5  # the rarest of their terms the query lacks
+FEEDBACK_WEIGHT = 0.3  # the feedback list's RRF weight (0.5 lowered the engineering notes)
+FEEDBACK_POSTINGS_BUDGET = 500  # drawers the feedback terms may hold together
 
 
 def split_terms(
@@ -115,12 +150,19 @@ def split_terms(
 
 
 def rrf(
-    rankings: Sequence[tuple[Sequence[int], float]], top_k: int, k: int | None = None
+    rankings: Sequence[tuple[Sequence[int], float]],
+    top_k: int,
+    k: int | None = None,
+    full_weight: float | None = None,
 ) -> list[tuple[int, float]]:
     """Weighted reciprocal-rank fusion of ``(labels best first, weight)`` rankings.
 
-    Scores are scaled so that ranking first in every list is 1.0: higher is better and a
-    caller can compare scores across queries roughly.
+    Scores are scaled so that ranking first in lists of ``full_weight`` in all (default:
+    every list) is 1.0: higher is better and a caller can compare scores across queries
+    roughly. Deep recall passes the vector and BM25 weights, so the feedback list, present
+    for some queries only, adds to a score without rescaling it (and may lift it past 1.0,
+    which deep recall caps only once the order is settled: capping first would tie the
+    best hits).
     """
     k = RRF_K if k is None else k
     fused: Counter[int] = Counter()
@@ -131,7 +173,7 @@ def rrf(
             fused[label] += weight / (k + rank)
     if not fused:
         return []
-    best = total / (k + 1)
+    best = (total if full_weight is None else full_weight) / (k + 1)
     return [(label, s / best) for label, s in fused.most_common(top_k)]
 
 
@@ -150,8 +192,41 @@ def smooth_episodes(
     score = dict(fused)
 
     def neighbours(label: int) -> float:
-        return sum(score.get(n, 0.0) for n in (label - 1, label + 1) if same_episode(label, n))
+        # A neighbour outside ``fused`` adds nothing, so its episode is never looked up.
+        near = (n for n in (label - 1, label + 1) if n in score)
+        return sum(score[n] for n in near if same_episode(label, n))
 
     boosted = [(label, (s + weight * neighbours(label)) / (1 + 2 * weight)) for label, s in fused]
     boosted.sort(key=lambda item: -item[1])
     return boosted[:top_k]
+
+
+def feedback_terms(
+    query_terms: Sequence[str],
+    documents: Sequence[str],
+    terms_of: Callable[[str], list[str]],
+    doc_count: Callable[[str], int],
+) -> list[str]:
+    """The ``FEEDBACK_TERMS`` rarest terms of ``documents`` (the top fused drawers' texts)
+    that the query lacks and at least one other drawer holds (a term only the feedback
+    drawer holds can find nothing new), rarest first; ties keep the documents' order.
+
+    Together they hold at most ``FEEDBACK_POSTINGS_BUDGET`` drawers: a common word says
+    little about the answer, and the budget bounds what the feedback BM25 scores (in a
+    palace of look-alike notes, every term but a number is common)."""
+    asked = set(query_terms)
+    seen: dict[str, int] = {}
+    for text in documents:
+        for term in terms_of(text):
+            if term not in asked and term not in seen:
+                seen[term] = len(seen)
+    counted = sorted((count, order, term) for term, order in seen.items()
+                     if (count := doc_count(term)) >= 2)  # fmt: skip
+    chosen: list[str] = []
+    total = 0
+    for count, _, term in counted[:FEEDBACK_TERMS]:
+        if total + count > FEEDBACK_POSTINGS_BUDGET:
+            break
+        chosen.append(term)
+        total += count
+    return chosen

@@ -136,6 +136,7 @@ class ReadStore:
         self._pending_hits: Counter[int] = Counter()
         self._doc_counts: dict[str, int] = {}  # FTS term -> drawers holding it (capped)
         self._doc_counts_size = 0  # palace size when those counts were taken
+        self._doc_counts_over: dict[str, int] = {}  # FTS term -> a smaller cap it exceeds
         self._last_seq = 0  # newest seq in the change log (and in the filters)
         self._applied_seq = 0  # newest seq the index reflects
         self._snapshot_seq = 0  # seq of the newest snapshot on disk
@@ -389,6 +390,7 @@ class ReadStore:
             self._apply_changes(rows)
         self._refresh_l1()
         self._doc_counts.clear()
+        self._doc_counts_over.clear()
         return len(rows)
 
     def _forget_label(self, label: int) -> None:
@@ -492,13 +494,16 @@ class ReadStore:
         ef = max(n, 4 * self.settings.ef_search)
         vector_ranked = [label for label, _ in self.index.search(query, n, ef=ef, allowed=allowed)]
         text_ranked = self._bm25(query_text, n, room, tag)
-        fused = retrieval.rrf(
-            [(vector_ranked, retrieval.VECTOR_WEIGHT), (text_ranked, retrieval.TEXT_WEIGHT)],
-            len(vector_ranked) + len(text_ranked),
-        )
+        lists = [(vector_ranked, retrieval.VECTOR_WEIGHT), (text_ranked, retrieval.TEXT_WEIGHT)]
+        fused = retrieval.rrf(lists, len(vector_ranked) + len(text_ranked))
+        feedback = self._feedback_ranking(query_text, fused, n, room, tag)
+        if feedback:
+            lists.append((feedback, retrieval.FEEDBACK_WEIGHT))
+            size = sum(len(labels) for labels, _ in lists)
+            fused = retrieval.rrf(lists, size, full_weight=lists[0][1] + lists[1][1])
         episodes = self._episodes({label for label, _ in fused})
         ranked = retrieval.smooth_episodes(fused, episodes, top_k)
-        return [(label, score, 3) for label, score in ranked]
+        return [(label, min(1.0, score), 3) for label, score in ranked]  # see retrieval.rrf
 
     def last_written(self) -> context.Written | None:
         """The newest drawer (highest label): the episode predecessor of the next write."""
@@ -510,9 +515,12 @@ class ReadStore:
         return context.Written(row[0], context.seconds_of(row[1]), row[2])
 
     def _episodes(self, labels: set[int]) -> Callable[[int, int], bool]:
-        """``same_episode(a, b)`` for ``labels`` and their label neighbours: same room,
-        written within ``retrieval.EPISODE_WINDOW_S`` of each other."""
-        wanted = sorted(labels | {x + d for x in labels for d in (-1, 1)})
+        """``same_episode(a, b)`` for two of ``labels`` whose labels are adjacent: same
+        room, written within ``retrieval.EPISODE_WINDOW_S`` of each other. Only drawers
+        with a label neighbour among ``labels`` are read: smoothing adds nothing for the
+        others (``retrieval.smooth_episodes``), and a deep recall's ~200 candidates have
+        few such pairs."""
+        wanted = sorted(x for x in labels if x - 1 in labels or x + 1 in labels)
         where: dict[int, tuple[str, float | None]] = {
             label: (room, seconds)
             for label, room, seconds in self._conn.execute(
@@ -531,11 +539,45 @@ class ReadStore:
 
         return same_episode
 
+    def _feedback_ranking(
+        self,
+        query_text: str,
+        fused: list[tuple[int, float]],
+        n: int,
+        room: str | None,
+        tag: str | None,
+    ) -> list[int]:
+        """BM25 over the feedback terms of the top fused drawers
+        (``retrieval.feedback_terms``): it finds drawers that share the answer's words
+        rather than the question's."""
+        top = [label for label, _ in fused[: retrieval.FEEDBACK_DOCS]]
+        if not top:
+            return []
+        content = dict(
+            self._conn.execute(
+                "SELECT label, content FROM drawers"
+                " WHERE label IN (SELECT value FROM json_each(?))",
+                (json.dumps(top),),
+            )
+        )
+        texts = [content[label] for label in top if label in content]  # best first
+        terms = retrieval.feedback_terms(
+            v.fts_terms(query_text or ""),
+            texts,
+            v.fts_terms,
+            lambda term: self._doc_count(term, retrieval.FEEDBACK_POSTINGS_BUDGET),
+        )
+        return self._bm25_terms(terms, n, room, tag) if terms else []
+
     def _bm25(self, query_text: str, n: int, room: str | None, tag: str | None) -> list[int]:
-        """Labels ranked by FTS5 BM25 over every query term, with the same filters applied
-        inside the query, scoring only drawers that hold one of the rarer terms (see
+        """Labels ranked by FTS5 BM25 over every query term (see ``_bm25_terms``)."""
+        return self._bm25_terms(v.fts_terms(query_text or ""), n, room, tag)
+
+    def _bm25_terms(self, terms: list[str], n: int, room: str | None, tag: str | None) -> list[int]:
+        """Labels ranked by FTS5 BM25 over ``terms``, with the same filters applied inside
+        the query, scoring only drawers that hold one of the rarer terms (see
         ``retrieval.split_terms``)."""
-        rare, common = retrieval.split_terms(v.fts_terms(query_text or ""), self._doc_count)
+        rare, common = retrieval.split_terms(terms, self._doc_count)
         if not rare:
             return []
         if common:
@@ -558,26 +600,34 @@ class ReadStore:
         rows.sort(key=lambda row: row[1])  # FTS5 rank: lower is better
         return [label for label, _ in rows[:n]]
 
-    def _doc_count(self, term: str) -> int:
-        """How many drawers hold ``term``, counted only up to the BM25 budget + 1 and cached
-        until the palace has changed size by a tenth (the split needs an order, not a
-        census). A zero is never cached: the split drops such a term, and the next write
-        may be the first drawer to hold it."""
+    def _doc_count(self, term: str, cap: int = retrieval.BM25_POSTINGS_BUDGET) -> int:
+        """How many drawers hold ``term``, counted only up to ``cap`` + 1 (the BM25 budget
+        unless the caller needs less: the split needs an order, not a census) and cached
+        until the palace has changed size by a tenth. The cache keeps exact counts and
+        the BM25 budget's "more"; a term over a smaller cap is remembered apart, so that
+        the next full count is still taken. A zero is never cached: the split drops such
+        a term, and the next write may be the first drawer to hold it."""
         size = len(self._labels)
         if abs(size - self._doc_counts_size) > max(100, self._doc_counts_size // 10):
             self._doc_counts.clear()
+            self._doc_counts_over.clear()
             self._doc_counts_size = size
         count = self._doc_counts.get(term)
-        if not count:
-            if len(self._doc_counts) >= DOC_COUNT_CACHE:
-                self._doc_counts.clear()
-            count = self._conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ?"
-                " LIMIT ?)",
-                (v.fts_or([term]), retrieval.BM25_POSTINGS_BUDGET + 1),
-            ).fetchone()[0]
-            if count:
-                self._doc_counts[term] = count
+        if count:
+            return min(count, cap + 1)
+        if cap < retrieval.BM25_POSTINGS_BUDGET and self._doc_counts_over.get(term, -1) >= cap:
+            return cap + 1
+        if len(self._doc_counts) >= DOC_COUNT_CACHE:
+            self._doc_counts.clear()
+            self._doc_counts_over.clear()
+        count = self._conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT ?)",
+            (v.fts_or([term]), cap + 1),
+        ).fetchone()[0]
+        if count and (count <= cap or cap >= retrieval.BM25_POSTINGS_BUDGET):
+            self._doc_counts[term] = count
+        elif count:
+            self._doc_counts_over[term] = cap
         return count
 
     def _hits(self, ranked: list[tuple[int, float, int]]) -> list[RecallHit]:

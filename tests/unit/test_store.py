@@ -229,6 +229,61 @@ def test_smooth_episodes_shares_scores_between_neighbours():
     assert smooth_episodes(fused, lambda a, b: False, 2, weight=0.0) == [(10, 1.0), (20, 0.9)]
 
 
+def test_feedback_terms_are_the_rarest_words_the_query_lacks():
+    from trusty_memory.workers.retrieval import FEEDBACK_TERMS, feedback_terms
+
+    counts = {"okonkwo": 2, "kestrel": 3, "rollout": 2, "signed": 40, "alone": 1}
+    docs = ["zanzibar rollout owner okonkwo alone", "kestrel signed okonkwo"]
+    terms = feedback_terms(["zanzibar", "rollout"], docs, str.split, lambda t: counts.get(t, 0))
+    # "rollout" is asked already; "alone" is in no other drawer; "owner" in none at all.
+    assert terms == ["okonkwo", "kestrel", "signed"]
+    many = {f"w{i}": 2 + i for i in range(10)}
+    picked = feedback_terms([], [" ".join(many)], str.split, many.__getitem__)
+    assert picked == [f"w{i}" for i in range(FEEDBACK_TERMS)]
+    assert feedback_terms(["a"], [], str.split, lambda t: 5) == []
+    # Common words say little about the answer: the terms hold few drawers together.
+    wide = {"rare": 3, "team": 300, "deploy": 400}
+    assert feedback_terms([], ["rare team deploy"], str.split, wide.__getitem__) == ["rare", "team"]
+
+
+def test_deep_recall_finds_a_drawer_through_the_top_hit_words(store, monkeypatch):
+    """Pseudo-relevance feedback: a note that shares none of the question's words but a
+    rare word of the best hit ("Okonkwo") climbs into the top 10 only with feedback on,
+    over decoys that are closer by vector and share nothing with the hit."""
+    from trusty_memory.workers import retrieval
+
+    query = fake_embed("the query")
+
+    def near_query(cos: float, seed: str) -> np.ndarray:
+        noise = fake_embed(seed)
+        noise -= (noise @ query) * query
+        vec = cos * query + np.sqrt(1 - cos**2) * noise / np.linalg.norm(noise)
+        return vec.astype(np.float32)
+
+    # Written months before the hit, so no episode links the two.
+    answer = RememberParams(
+        text="Okonkwo signed off the launch checklist", created_at="2025-06-01T08:00:00Z"
+    )
+    store.remember_batch([(answer, near_query(0.3, "answer"))])
+    fill(store, 100)
+    decoys = [  # a day apart: no episodes among them either
+        RememberParams(text=f"xq{k}a yb{k}c", created_at=f"2025-07-{k + 1:02d}T08:00:00Z")
+        for k in range(12)
+    ]
+    store.remember_batch([(d, near_query(0.5 - 0.01 * k, d.text)) for k, d in enumerate(decoys)])
+    hit = RememberParams(text="The zanzibar rollout is owned by Okonkwo")
+    store.remember_batch([(hit, near_query(0.9, "hit"))])
+
+    def top() -> list[str]:
+        return [h.content for h in store.recall("zanzibar rollout owner", query, 10, deep=True)]
+
+    with_feedback = top()
+    assert with_feedback[0] == hit.text
+    assert answer.text in with_feedback
+    monkeypatch.setattr(retrieval, "FEEDBACK_WEIGHT", 0.0)
+    assert answer.text not in top()
+
+
 def test_a_word_unknown_at_one_deep_recall_is_found_after_it_is_written(store):
     fill(store, 50)
     query = fake_embed("unrelated")
