@@ -65,7 +65,7 @@ from trusty_memory.protocol import (
     RecallHit,
     TrustyError,
 )
-from trusty_memory.workers import context, maintenance, retrieval
+from trusty_memory.workers import context, dates, maintenance, retrieval
 from trusty_memory.workers import store_values as v
 from trusty_memory.workers.index import VectorIndex
 from trusty_memory.workers.store_schema import connect_readonly, storage_error
@@ -499,6 +499,10 @@ class ReadStore:
         feedback = self._feedback_ranking(query_text, fused, n, room, tag)
         if feedback:
             lists.append((feedback, retrieval.FEEDBACK_WEIGHT))
+        dated = self._date_ranking(query_text, query, n, allowed)
+        if dated:
+            lists.append((dated, retrieval.DATE_WEIGHT))
+        if len(lists) > 2:
             size = sum(len(labels) for labels, _ in lists)
             fused = retrieval.rrf(lists, size, full_weight=lists[0][1] + lists[1][1])
         episodes = self._episodes({label for label, _ in fused})
@@ -538,6 +542,37 @@ class ReadStore:
             return abs(ta - tb) <= retrieval.EPISODE_WINDOW_S
 
         return same_episode
+
+    def _date_ranking(
+        self, query_text: str, query: np.ndarray, n: int, allowed: set[int] | None
+    ) -> list[int]:
+        """The drawers written within the dates the query names (``workers/dates.py``),
+        ranked by the query's vector; none when it names no date, or when its dates
+        cover half the palace or more (the list would only repeat the vector list)."""
+        spans = dates.windows(query_text or "", self._years)
+        if not spans:
+            return []
+        inside: set[int] = set()
+        for start, end in spans:
+            inside.update(
+                row[0]
+                for row in self._conn.execute(
+                    "SELECT label FROM drawers WHERE created_at >= ? AND created_at < ?",
+                    (start, end),
+                )
+            )
+        if allowed is not None:
+            inside &= allowed
+        if not inside or 2 * len(inside) >= len(self._labels):
+            return []
+        return [label for label, _ in self.index.search(query, n, allowed=inside)]
+
+    def _years(self) -> range:
+        """The years the palace's drawers were written in (for dates without a year)."""
+        first, last = self._conn.execute(
+            "SELECT min(created_at), max(created_at) FROM drawers"
+        ).fetchone()
+        return range(int(first[:4]), int(last[:4]) + 1) if first else range(0)
 
     def _feedback_ranking(
         self,

@@ -193,11 +193,18 @@ def _v4_own_vectors(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE archive ADD COLUMN own_vector BLOB")
 
 
+def _v5_created_at_index(db: sqlite_utils.Database) -> None:
+    """Deep recall ranks the drawers written within the dates a question names
+    (``workers/dates.py``): a range over ``created_at``, which must not scan the table."""
+    db.execute("CREATE INDEX drawers_created_at ON drawers(created_at)")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_dreamer,
     _v3_versions,
     _v4_own_vectors,
+    _v5_created_at_index,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

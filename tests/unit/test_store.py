@@ -91,6 +91,10 @@ def test_open_creates_layout_and_schema(store, palace_dir):
     assert (palace_dir / "identity.txt").read_text() == "project memory"
     assert store.identity() == "project memory"
     assert sql(palace_dir, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    plan = sql(
+        palace_dir, "EXPLAIN QUERY PLAN SELECT label FROM drawers WHERE created_at >= ?", "x"
+    )
+    assert "drawers_created_at" in str(plan)  # date ranges never scan the table
     assert sql(palace_dir, "PRAGMA journal_mode") == [("wal",)]
     tables = {r[0] for r in sql(palace_dir, "SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"drawers", "drawer_tags", "triples", "changes", "drawers_fts"} <= tables
@@ -282,6 +286,54 @@ def test_deep_recall_finds_a_drawer_through_the_top_hit_words(store, monkeypatch
     assert answer.text in with_feedback
     monkeypatch.setattr(retrieval, "FEEDBACK_WEIGHT", 0.0)
     assert answer.text not in top()
+
+
+def test_deep_recall_ranks_what_was_written_in_the_month_a_question_names(store, monkeypatch):
+    """ "In March, which envoy version did the gateway get?": of a dozen look-alike notes,
+    one a month, the one written in March comes first once the date list is in, though
+    another is closer by vector."""
+    from trusty_memory.workers import retrieval
+
+    query = fake_embed("the query")
+
+    def near_query(cos: float, seed: str) -> np.ndarray:
+        noise = fake_embed(seed)
+        noise -= (noise @ query) * query
+        vec = cos * query + np.sqrt(1 - cos**2) * noise / np.linalg.norm(noise)
+        return vec.astype(np.float32)
+
+    fill(store, 50, created_at="2025-12-01T08:00:00Z")
+    notes = [
+        (
+            RememberParams(
+                text=f"auth gateway envoy pinned to 1.{month}",
+                created_at=f"2026-{month:02d}-10T09:00:00Z",
+            ),
+            near_query(0.6 - (0.1 if month == 3 else 0.01 * month), f"note {month}"),
+        )
+        for month in range(1, 13)
+    ]
+    store.remember_batch(notes)
+    question = "In March, which envoy version did the auth gateway get?"
+
+    def top() -> str:
+        return store.recall(question, query, 5, deep=True)[0].content
+
+    assert top() == "auth gateway envoy pinned to 1.3"
+    assert store.recall(question, query, 5, deep=True)[0].score <= 1.0
+    monkeypatch.setattr(retrieval, "DATE_WEIGHT", 0.0)
+    assert top() != "auth gateway envoy pinned to 1.3"
+
+
+def test_a_date_covering_half_the_palace_or_more_adds_no_list(store):
+    fill(store, 20, created_at="2026-03-02T08:00:00Z")
+    fill(store, 10, prefix="other", created_at="2026-05-02T08:00:00Z")
+    query = fake_embed("q")
+    assert store._date_ranking("what happened in March?", query, 50, None) == []
+    may = store._date_ranking("what happened in May?", query, 50, None)
+    assert len(may) == 10
+    assert store._date_ranking("what happened in May?", query, 50, set(may[:3])) == may[:3]
+    assert store._date_ranking("what happened?", query, 50, None) == []
 
 
 def test_a_word_unknown_at_one_deep_recall_is_found_after_it_is_written(store):

@@ -1,0 +1,80 @@
+"""The dates a question names, as spans of ``created_at`` (``workers/dates.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trusty_memory.workers.dates import windows
+
+YEARS = range(2022, 2024)
+
+
+def spans(text: str) -> list[tuple[str, str]]:
+    return windows(text, lambda: YEARS)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What painting did Melanie show to Caroline on October 13, 2023?",
+        "what happened on 13 October 2023",
+        "what happened on the 13th of October, 2023?",
+        "the release notes of 2023-10-13",
+        "October 13th 2023: who was on call?",
+    ],
+)
+def test_a_day_is_its_calendar_day_with_half_a_day_either_side(question):
+    assert spans(question) == [("2023-10-12T12:00:00Z", "2023-10-14T12:00:00Z")]
+
+
+def test_a_month_with_a_year_is_that_month():
+    assert spans("What setback did Melanie face in October 2023?") == [
+        ("2023-10-01T00:00:00Z", "2023-11-01T00:00:00Z")
+    ]
+    assert spans("the December, 2022 incident") == [
+        ("2022-12-01T00:00:00Z", "2023-01-01T00:00:00Z")
+    ]
+
+
+def test_a_date_without_a_year_means_it_in_every_year_the_palace_spans():
+    asked = []
+
+    def years() -> range:
+        asked.append(True)
+        return YEARS
+
+    assert windows("In March, which envoy version did the gateway get?", years) == [
+        ("2022-03-01T00:00:00Z", "2022-04-01T00:00:00Z"),
+        ("2023-03-01T00:00:00Z", "2023-04-01T00:00:00Z"),
+    ]
+    assert spans("what did we ship on May 3?") == [
+        ("2022-05-02T12:00:00Z", "2022-05-04T12:00:00Z"),
+        ("2023-05-02T12:00:00Z", "2023-05-04T12:00:00Z"),
+    ]
+    assert asked == [True]
+    assert windows("when was the pgx upgrade?", years) == [] and asked == [True]  # not asked
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "May I ask what we decided about the cache?",  # a verb, not a month
+        "we may march on in june",  # lower case: never a month
+        "How many times has Melanie gone to the beach in 2023?",  # a year alone
+        "what changed last week?",  # relative: not read
+        "which version is pinned on February 30, 2023?",  # no such day
+        "the port moved from 2023 to 8080",
+    ],
+)
+def test_what_is_not_a_date(question):
+    assert spans(question) == []
+
+
+def test_a_day_is_not_also_read_as_its_month():
+    both = spans("what happened in October, on October 13, 2023?")
+    assert both == [
+        ("2022-10-01T00:00:00Z", "2022-11-01T00:00:00Z"),
+        ("2023-10-01T00:00:00Z", "2023-11-01T00:00:00Z"),
+        ("2023-10-12T12:00:00Z", "2023-10-14T12:00:00Z"),
+    ]
+    assert spans("on October 13, 2023") == [("2023-10-12T12:00:00Z", "2023-10-14T12:00:00Z")]
