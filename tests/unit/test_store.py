@@ -250,6 +250,20 @@ def test_feedback_terms_are_the_rarest_words_the_query_lacks():
     assert feedback_terms([], ["rare team deploy"], str.split, wide.__getitem__) == ["rare", "team"]
 
 
+def test_document_counts_under_a_smaller_cap_never_pass_for_full_ones(store):
+    """The feedback list counts words only up to its own budget; such a count says "more
+    than that", so it must not answer the BM25 split, which needs counts up to its own."""
+    fill(store, 30, prefix="common")
+    fill(store, 2, prefix="rare")
+    assert store._doc_count("common", cap=10) == 11  # more than 10
+    assert "common" not in store._doc_counts
+    assert store._doc_count("common", cap=10) == 11  # remembered as over, no recount
+    assert store._doc_count("common") == 30  # the full count is still taken
+    assert store._doc_count("common", cap=10) == 11  # and a full count answers small caps
+    assert store._doc_count("rare", cap=10) == 2  # exact under the cap: cached as full
+    assert store._doc_counts["rare"] == 2 and store._doc_count("rare") == 2
+
+
 def test_deep_recall_finds_a_drawer_through_the_top_hit_words(store, monkeypatch):
     """Pseudo-relevance feedback: a note that shares none of the question's words but a
     rare word of the best hit ("Okonkwo") climbs into the top 10 only with feedback on,
