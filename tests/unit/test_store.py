@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import sqlite3
@@ -36,6 +37,14 @@ def fake_embed(text: str) -> np.ndarray:
     seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
     vec = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
     return vec / np.linalg.norm(vec)
+
+
+def at_cosine(query: np.ndarray, cos: float, seed: str) -> np.ndarray:
+    """Test helper: a unit vector at cosine ``cos`` from ``query`` (direction seeded)."""
+    noise = fake_embed(seed)
+    noise -= (noise @ query) * query
+    vec = cos * query + np.sqrt(1 - cos**2) * noise / np.linalg.norm(noise)
+    return vec.astype(np.float32)
 
 
 def remember(store: PalaceStore, text: str, **fields) -> str:
@@ -186,12 +195,7 @@ def test_deep_recall_lifts_the_episode_neighbour_of_a_hit(store, monkeypatch):
     from trusty_memory.workers import retrieval
 
     query = fake_embed("the query")
-
-    def near_query(cos: float, seed: str) -> np.ndarray:
-        noise = fake_embed(seed)
-        noise -= (noise @ query) * query
-        vec = cos * query + np.sqrt(1 - cos**2) * noise / np.linalg.norm(noise)
-        return vec.astype(np.float32)
+    near_query = functools.partial(at_cosine, query)
 
     decoy = RememberParams(text="decoy", created_at="2025-06-01T08:00:00Z")
     store.remember_batch([(decoy, near_query(0.35, "decoy"))])
@@ -271,12 +275,7 @@ def test_deep_recall_finds_a_drawer_through_the_top_hit_words(store, monkeypatch
     from trusty_memory.workers import retrieval
 
     query = fake_embed("the query")
-
-    def near_query(cos: float, seed: str) -> np.ndarray:
-        noise = fake_embed(seed)
-        noise -= (noise @ query) * query
-        vec = cos * query + np.sqrt(1 - cos**2) * noise / np.linalg.norm(noise)
-        return vec.astype(np.float32)
+    near_query = functools.partial(at_cosine, query)
 
     # Written months before the hit, so no episode links the two.
     answer = RememberParams(
@@ -309,12 +308,7 @@ def test_deep_recall_ranks_what_was_written_in_the_month_a_question_names(store,
     from trusty_memory.workers import retrieval
 
     query = fake_embed("the query")
-
-    def near_query(cos: float, seed: str) -> np.ndarray:
-        noise = fake_embed(seed)
-        noise -= (noise @ query) * query
-        vec = cos * query + np.sqrt(1 - cos**2) * noise / np.linalg.norm(noise)
-        return vec.astype(np.float32)
+    near_query = functools.partial(at_cosine, query)
 
     fill(store, 50, created_at="2025-12-01T08:00:00Z")
     notes = [
