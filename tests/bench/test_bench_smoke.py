@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,14 @@ def test_extended_bench_smoke(tmp_path):
         assert r[key]["n"] == 5 and 0 < r[key]["p50_ms"] <= r[key]["p99_ms"], (key, r[key])
     assert r["list_all"] == {**r["list_all"], "pages": 1, "drawers": 600}
     assert r["archived_after"] == 10  # each update archived the version it replaced
+
+
+def test_context_bm25_probe_smoke():
+    """The context-aware BM25 probe: two weights, both sets, figures that are recalls."""
+    done = run_bench("bench/probe_context_bm25.py", "--weights", "0,0.4", timeout=120)
+    lines = done.stdout.decode().strip().splitlines()
+    assert len(lines) == 2, lines
+    for line in lines:
+        figures = [float(x) for x in re.findall(r"\d+\.\d+", line.split(":", 1)[1])]
+        assert len(figures) == 4 and all(0 < f <= 100 for f in figures), line
+        assert figures[1] <= figures[2] <= figures[3], line  # R@1 <= R@5 <= R@10
