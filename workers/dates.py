@@ -93,14 +93,17 @@ def _spans(
 def _day(year: int, month: int, day: int) -> list[tuple[datetime, datetime]]:
     try:
         start = datetime(year, month, day, tzinfo=UTC)
-    except ValueError:  # "February 30"
+        return [(start - DAY_SLACK, start + timedelta(days=1) + DAY_SLACK)]
+    except (ValueError, OverflowError):  # "February 30"; the edges of year 1 and 9999
         return []
-    return [(start - DAY_SLACK, start + timedelta(days=1) + DAY_SLACK)]
 
 
 def _month(year: int, month: int) -> list[tuple[datetime, datetime]]:
-    start = datetime(year, month, 1, tzinfo=UTC)
-    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    try:
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    except ValueError:  # December 9999 ends past what a datetime holds
+        return []
     return [(start, end)]
 
 

@@ -572,7 +572,10 @@ class ReadStore:
         first, last = self._conn.execute(
             "SELECT min(created_at), max(created_at) FROM drawers"
         ).fetchone()
-        return range(int(first[:4]), int(last[:4]) + 1) if first else range(0)
+        if first is None:
+            return range(0)
+        # The stored form writes year 1 as "1-01-01T...": read the year up to its dash.
+        return range(int(first.split("-", 1)[0]), int(last.split("-", 1)[0]) + 1)
 
     def _feedback_ranking(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trusty_memory.workers.dates import windows
+from trusty_memory.workers.store_values import check_timestamp
 
 YEARS = range(2022, 2024)
 
@@ -78,3 +79,14 @@ def test_a_day_is_not_also_read_as_its_month():
         ("2023-10-12T12:00:00Z", "2023-10-14T12:00:00Z"),
     ]
     assert spans("on October 13, 2023") == [("2023-10-12T12:00:00Z", "2023-10-14T12:00:00Z")]
+
+
+def test_the_edges_of_the_calendar_give_no_span_and_no_error():
+    """A palace may hold a drawer dated 0001 or 9999 (any RFC 3339 time is accepted)."""
+    edges = lambda: range(9999, 10000)  # noqa: E731
+    assert windows("what happened in December?", edges) == []
+    assert windows("what happened on December 31?", edges) == []
+    assert windows("what happened on January 1?", lambda: range(1, 2)) == []
+    # Spans are in the store's own form, whatever it makes of year 1.
+    stored = [check_timestamp(t, "t") for t in ("0001-01-01T00:00:00Z", "0001-02-01T00:00:00Z")]
+    assert windows("in January", lambda: range(1, 2)) == [tuple(stored)]

@@ -333,6 +333,14 @@ def test_deep_recall_ranks_what_was_written_in_the_month_a_question_names(store,
     assert top() != "auth gateway envoy pinned to 1.3"
 
 
+def test_dates_at_the_edges_of_the_calendar_do_not_break_deep_recall(store):
+    fill(store, 5, prefix="first", created_at="0001-01-01T00:00:00Z")
+    fill(store, 5, prefix="last", created_at="9999-12-31T00:00:00Z")
+    fill(store, 20, prefix="now", created_at="2026-03-02T08:00:00Z")
+    for question in ("what happened in December?", "on January 1?", "in March 2026?"):
+        assert len(store.recall(question, fake_embed(question), 5, deep=True)) == 5
+
+
 def test_a_date_covering_half_the_palace_or_more_adds_no_list(store):
     fill(store, 20, created_at="2026-03-02T08:00:00Z")
     fill(store, 10, prefix="other", created_at="2026-05-02T08:00:00Z")
