@@ -38,6 +38,8 @@ _ORD = r"(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d\d)"
 _LEAD = r"(?i:in|during|since|early|late|mid|by|of|until|before|after|throughout)"
 DAY_SLACK = timedelta(hours=12)
+MAX_YEARS = 50  # a date without a year means it in the palace's last 50 years at most
+MAX_SPANS = 200  # a question naming more spans than this gets no date list at all
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("iso", re.compile(r"\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b")),
@@ -56,17 +58,28 @@ def windows(text: str, years: Callable[[], range]) -> list[tuple[str, str]]:
     """The ``created_at`` spans (start inclusive, end exclusive, in the stored form) of
     the dates ``text`` names; a date without a year gives one span per year of
     ``years()`` (the years the palace's drawers were written in, asked for only then).
-    Sorted, no repeats."""
+    Sorted, no repeats; none past ``MAX_SPANS``, which bounds the queries one question
+    can cost (a palace may hold drawers dated from year 1 to 9999)."""
+    span_years: list[range] = []
+
+    def recent_years() -> range:
+        if not span_years:
+            every = years()
+            span_years.append(every[-MAX_YEARS:])
+        return span_years[0]
+
     found: set[tuple[datetime, datetime]] = set()
     taken: list[tuple[int, int]] = []  # text spans already read, so "October 13, 2023"
     for kind, pattern in _PATTERNS:  # is not read again as "in October"
         for match in pattern.finditer(text):
             if any(start < match.end() and match.start() < end for start, end in taken):
                 continue
-            spans = _spans(kind, match, years)
+            spans = _spans(kind, match, recent_years)
             if spans:
                 taken.append(match.span())
                 found.update(spans)
+            if len(found) > MAX_SPANS:
+                return []
     return [(_stored(start), _stored(end)) for start, end in sorted(found)]
 
 

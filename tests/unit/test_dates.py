@@ -90,3 +90,16 @@ def test_the_edges_of_the_calendar_give_no_span_and_no_error():
     # Spans are in the store's own form, whatever it makes of year 1.
     stored = [check_timestamp(t, "t") for t in ("0001-01-01T00:00:00Z", "0001-02-01T00:00:00Z")]
     assert windows("in January", lambda: range(1, 2)) == [tuple(stored)]
+
+
+def test_what_one_question_can_cost_is_bounded():
+    """Drawers dated from year 1 to 9999 and a question that lists dates without years:
+    at most MAX_YEARS years each, and no list at all past MAX_SPANS spans."""
+    from trusty_memory.workers.dates import MAX_SPANS, MAX_YEARS
+
+    wide = lambda: range(1, 10000)  # noqa: E731
+    assert len(windows("in March", wide)) == MAX_YEARS
+    assert windows("in March", wide)[-1][0].startswith("9999-03")
+    many = " ".join(f"on March {d}," for d in range(1, 32))
+    assert len(windows(many, lambda: range(2020, 2026))) == 31 * 6 <= MAX_SPANS
+    assert windows(many, wide) == []
