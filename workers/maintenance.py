@@ -538,15 +538,20 @@ def insert_row(conn: sqlite3.Connection, row: Row) -> int:
             row.own_vector,
         ),
     ).lastrowid
+    log_added(conn, label, row.id, row.tags)
+    return label
+
+
+def log_added(conn: sqlite3.Connection, label: int, drawer_id: str, tags: list[str]) -> None:
+    """A new drawer row's tag rows and its ``add`` in the change log (what readers and an
+    index replay follow), in the caller's transaction."""
     conn.executemany(
-        "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
-        [(t, label) for t in row.tags],
+        "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)", [(t, label) for t in tags]
     )
     conn.execute(
         "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
-        (label, row.id, v.now_rfc3339()),
+        (label, drawer_id, v.now_rfc3339()),
     )
-    return label
 
 
 def _archive(

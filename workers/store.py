@@ -270,14 +270,7 @@ class PalaceStore(ReadStore):
                         None if d.own_vector is None else d.own_vector.astype("<f4").tobytes(),
                     ),
                 ).lastrowid
-                conn.executemany(
-                    "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
-                    [(tag, label) for tag in d.tags],
-                )
-                conn.execute(
-                    "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
-                    (label, d.id, v.now_rfc3339()),
-                )
+                maintenance.log_added(conn, label, d.id, d.tags)
                 added.append((label, d))
         for label, tags in new_tags:
             for tag in tags:
