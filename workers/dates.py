@@ -25,6 +25,7 @@ of it, still falls inside its own day.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -60,14 +61,7 @@ def windows(text: str, years: Callable[[], range]) -> list[tuple[str, str]]:
     ``years()`` (the years the palace's drawers were written in, asked for only then).
     Sorted, no repeats; none past ``MAX_SPANS``, which bounds the queries one question
     can cost (a palace may hold drawers dated from year 1 to 9999)."""
-    span_years: list[range] = []
-
-    def recent_years() -> range:
-        if not span_years:
-            every = years()
-            span_years.append(every[-MAX_YEARS:])
-        return span_years[0]
-
+    recent_years = functools.cache(lambda: years()[-MAX_YEARS:])  # asked for once, if at all
     found: set[tuple[datetime, datetime]] = set()
     taken: list[tuple[int, int]] = []  # text spans already read, so "October 13, 2023"
     for kind, pattern in _PATTERNS:  # is not read again as "in October"
