@@ -389,8 +389,7 @@ class ReadStore:
         if self._index is not None:
             self._apply_changes(rows)
         self._refresh_l1()
-        self._doc_counts.clear()
-        self._doc_counts_over.clear()
+        self._forget_doc_counts()
         return len(rows)
 
     def _forget_label(self, label: int) -> None:
@@ -647,17 +646,15 @@ class ReadStore:
         a term, and the next write may be the first drawer to hold it."""
         size = len(self._labels)
         if abs(size - self._doc_counts_size) > max(100, self._doc_counts_size // 10):
-            self._doc_counts.clear()
-            self._doc_counts_over.clear()
+            self._forget_doc_counts()
             self._doc_counts_size = size
         count = self._doc_counts.get(term)
         if count:
             return min(count, cap + 1)
         if cap < retrieval.BM25_POSTINGS_BUDGET and self._doc_counts_over.get(term, -1) >= cap:
             return cap + 1
-        if len(self._doc_counts) >= DOC_COUNT_CACHE:
-            self._doc_counts.clear()
-            self._doc_counts_over.clear()
+        if len(self._doc_counts) + len(self._doc_counts_over) >= DOC_COUNT_CACHE:
+            self._forget_doc_counts()
         count = self._conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT ?)",
             (v.fts_or([term]), cap + 1),
@@ -667,6 +664,10 @@ class ReadStore:
         elif count:
             self._doc_counts_over[term] = cap
         return count
+
+    def _forget_doc_counts(self) -> None:
+        self._doc_counts.clear()
+        self._doc_counts_over.clear()
 
     def _hits(self, ranked: list[tuple[int, float, int]]) -> list[RecallHit]:
         """Fetch the ranked drawers in one query and count a hit for each."""
