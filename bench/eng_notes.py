@@ -1,7 +1,7 @@
 """Retrieval on the engineering-notes set, through the product.
 
     .venv/bin/python bench/eng_notes.py [--data bench/data/eng_notes.json]
-        [--context-vectors on|off] [--out bench/out/eng_notes.json]
+        [--context-vectors on|off] [--out bench/out/eng_notes.json] [--ranked FILE]
 
 A real daemon in a throw-away home, the real model; one palace; every note stored with
 ``memory_remember`` and only what an agent sends (``text``, ``room``, ``tags``,
@@ -54,8 +54,10 @@ def summarise(rows: list[tuple[str, dict[int, float]]]) -> dict:
     }
 
 
-def run(data: dict, config) -> tuple[dict, dict]:
-    """Store the notes, ask the questions; returns (results per method, timings)."""
+def run(data: dict, config, ranked_out: Path | None = None) -> tuple[dict, dict]:
+    """Store the notes, ask the questions; returns (results per method, timings).
+    ``ranked_out``: also write each question's top 10 note ids there (JSON lines), to
+    compare two runs question by question."""
     ids: dict[str, str] = {}  # product drawer id -> note id
     t0 = time.monotonic()
     with Client(config, autostart=False) as client:
@@ -66,13 +68,18 @@ def run(data: dict, config) -> tuple[dict, dict]:
             ids[stored["drawer_id"]] = d["id"]
         ingest_s = time.monotonic() - t0
         results = {}
+        ranked_lines = []
         for method in METHODS:
             rows = []
             for q in data["questions"]:
                 hits = client.call(method, {"query": q["question"], "top_k": 10}, palace=PALACE)
                 ranked = [ids.get(h["drawer_id"], "?") for h in hits["results"]]
                 rows.append((q["category"], {k: recall_at(q["gold"], ranked, k) for k in KS}))
+                ranked_lines.append(json.dumps({"method": method, "id": q.get("id"),
+                                                "gold": q["gold"], "ranked": ranked}))  # fmt: skip
             results[method] = summarise(rows)
+    if ranked_out is not None:
+        ranked_out.write_text("\n".join(ranked_lines) + "\n")
     return results, {"drawers": len(ids), "ingest_s": round(ingest_s, 1)}
 
 
@@ -90,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "eng_notes.json")
     parser.add_argument("--context-vectors", choices=("on", "off"), default=None)
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
+    parser.add_argument("--ranked", type=Path, default=None, help="each question's top 10")
     args = parser.parse_args(argv)
     data = json.loads(args.data.read_text())
     if args.limit:
@@ -101,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="tme-", dir="/tmp"))
     try:
         with Daemon(home) as daemon:
-            results, timings = run(data, daemon.config)
+            results, timings = run(data, daemon.config, args.ranked)
             context_vectors = load_config().palace.context_vectors
     finally:
         shutil.rmtree(home, ignore_errors=True)
