@@ -35,6 +35,7 @@ import numpy as np
 
 from trusty_memory import names
 from trusty_memory import protocol as p
+from trusty_memory.workers import context, retrieval
 from trusty_memory.workers import store_values as v
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class CheckedDrawer:
     metadata: str | None
     vector: bytes | None  # little-endian float32, unit length; None: embed ``content``
     own_vector: bytes | None = None  # the drawer's own, when ``vector`` is a context mix
+    context: str | None = None  # its episode predecessor's words (set by the palace)
 
 
 @dataclass
@@ -175,6 +177,19 @@ def _checked_all(items: list[Any], check: Callable[[Any], Any], kind: str) -> li
 # -- import --------------------------------------------------------------------------
 
 
+def _add_context(store: PalaceStore, drawers: list[CheckedDrawer]) -> None:
+    """Each new drawer's episode predecessor's words, as a remember gets them
+    (``workers/context.py``): the drawers are written in this order after the palace's
+    newest. The vectors stay as given (an export's already carry their mixes)."""
+    previous = store.last_written()
+    for d in drawers:
+        drawer = context.Written(d.room, context.seconds_of(d.created_at), d.content)
+        d.context = context.words(
+            context.context_of(previous, drawer, retrieval.EPISODE_WINDOW_S), d.content
+        )
+        previous = drawer
+
+
 def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.ImportResult:
     """Store one batch in one transaction (all or nothing); see the module doc."""
     max_bytes = store.settings.max_text_bytes
@@ -195,6 +210,8 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
         if d.id not in existing and d.id not in new:
             new[d.id] = d
     _embed_missing([d for d in new.values() if d.vector is None], embed, store.dim)
+    if store.settings.context_vectors:
+        _add_context(store, list(new.values()))
 
     added: list[tuple[int, CheckedDrawer]] = []
     triples_added = 0
@@ -203,8 +220,8 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
         for d in new.values():
             label = conn.execute(
                 "INSERT INTO drawers (id, content, room, tags, importance, created_at, hits,"
-                " content_hash, vector, metadata, own_vector)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " content_hash, vector, metadata, own_vector, context)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     d.id,
                     d.content,
@@ -217,6 +234,7 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
                     d.vector,
                     d.metadata,
                     d.own_vector,
+                    d.context,
                 ),
             ).lastrowid
             added.append((label, d))

@@ -41,6 +41,7 @@ unrelated predecessor (eng notes: single-note R@1 87.5 -> 82.5, near-duplicate R
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
@@ -48,6 +49,7 @@ from typing import NamedTuple
 import numpy as np
 
 CONTEXT_WEIGHT = 0.5  # share of the predecessor's vector (see the module doc)
+CONTEXT_CHARS = 300  # of the predecessor's words kept for BM25 (``drawers.context``)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,27 @@ class Mixed(NamedTuple):
 
     vector: np.ndarray  # own + CONTEXT_WEIGHT * predecessor, unit length
     own: np.ndarray
+    context: str | None = None  # the predecessor's text; BM25 keeps ``words`` of it
+
+
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str | None, own: str) -> str | None:
+    """What ``drawers.context`` keeps of a predecessor's text: the words the drawer's own
+    text lacks, once each, up to ``CONTEXT_CHARS`` characters. A word both hold would
+    count twice for the drawer after a note on the same subject, and put it above that
+    note for the note's own question."""
+    if not text:
+        return None
+    seen = {w.lower() for w in _WORD.findall(own)}
+    lacking = []
+    for word in _WORD.findall(text):
+        if word.lower() not in seen:
+            seen.add(word.lower())
+            lacking.append(word)
+    kept = " ".join(lacking)[:CONTEXT_CHARS].strip()
+    return kept or None
 
 
 def mix(own: np.ndarray, previous: np.ndarray, weight: float = CONTEXT_WEIGHT) -> np.ndarray:

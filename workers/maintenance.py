@@ -74,7 +74,7 @@ Embed = Callable[[list[str]], np.ndarray]
 
 _DRAWER_COLUMNS = (
     "label, id, content, room, tags, importance, base_importance, created_at, hits,"
-    " content_hash, vector, metadata, decay_from, own_vector"
+    " content_hash, vector, metadata, decay_from, own_vector, context"
 )
 
 
@@ -143,6 +143,7 @@ class Row:
     metadata: str | None
     decay_from: str | None
     own_vector: bytes | None = None  # NULL: ``vector`` is the drawer's own
+    context: str | None = None  # its episode predecessor's words (``workers/context.py``)
 
     @property
     def base(self) -> float:
@@ -520,8 +521,8 @@ def insert_row(conn: sqlite3.Connection, row: Row) -> int:
     Returns the new label."""
     label = conn.execute(
         "INSERT INTO drawers (id, content, room, tags, importance, base_importance, created_at,"
-        " hits, content_hash, vector, metadata, decay_from, own_vector)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " hits, content_hash, vector, metadata, decay_from, own_vector, context)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             row.id,
             row.content,
@@ -536,6 +537,7 @@ def insert_row(conn: sqlite3.Connection, row: Row) -> int:
             row.metadata,
             row.decay_from,
             row.own_vector,
+            row.context,
         ),
     ).lastrowid
     log_added(conn, label, row.id, row.tags)
@@ -562,7 +564,7 @@ def _archive(
     conn.execute(
         "INSERT OR REPLACE INTO archive (id, content, room, tags, importance, base_importance,"
         " created_at, hits, content_hash, vector, metadata, archived_at, reason, merged_into,"
-        " own_vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " own_vector, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             row.id,
             row.content,
@@ -579,6 +581,7 @@ def _archive(
             reason,
             merged_into,
             row.own_vector,
+            row.context,
         ),
     )
     if delete:
@@ -769,7 +772,7 @@ def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
     with store._transaction() as conn:
         row = conn.execute(
             "SELECT id, content, room, tags, importance, base_importance, created_at, hits,"
-            " content_hash, vector, metadata, own_vector FROM archive WHERE id = ?",
+            " content_hash, vector, metadata, own_vector, context FROM archive WHERE id = ?",
             (drawer_id,),
         ).fetchone()
         if row is None:
@@ -780,7 +783,7 @@ def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
             raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"drawer already live: {drawer_id}")
         base = row[4] if row[5] is None else row[5]
         tags = json.loads(row[3])
-        back = Row(0, *row[:3], tags, base, base, *row[6:11], v.now_rfc3339(), row[11])
+        back = Row(0, *row[:3], tags, base, base, *row[6:11], v.now_rfc3339(), *row[11:13])
         label = insert_row(conn, back)
         conn.execute("DELETE FROM archive WHERE id = ?", (drawer_id,))
     store._labels.add(label)

@@ -236,7 +236,7 @@ class PalaceWorker(Worker):
         for rid, (text, ctx) in needs:
             vec = block[row[text]]
             if ctx is not None:
-                vec = context.Mixed(context.mix(vec, block[row[ctx]]), vec)
+                vec = context.Mixed(context.mix(vec, block[row[ctx]]), vec, ctx)
             vectors[rid] = vec
         return vectors, {}
 

@@ -153,6 +153,7 @@ FEEDBACK_DOCS = 2  # pseudo-relevance feedback: terms come from the top fused dr
 FEEDBACK_TERMS = 5  # the rarest of their terms the query lacks
 FEEDBACK_WEIGHT = 0.3  # the feedback list's RRF weight (0.5 lowered the engineering notes)
 FEEDBACK_POSTINGS_BUDGET = 500  # drawers the feedback terms may hold together
+CONTEXT_TEXT_WEIGHT = 0.3  # BM25 weight of a drawer's predecessor's words (own words: 1.0)
 DATE_WEIGHT = 1.0  # the date list's RRF weight: a named date counts as much as the words
 
 

@@ -106,6 +106,7 @@ class _NewDrawer:
     vector: np.ndarray
     metadata: str | None
     own_vector: np.ndarray | None = None  # its own text's vector, when ``vector`` is a mix
+    context: str | None = None  # the predecessor's words, when ``vector`` is a mix
 
 
 class PalaceStore(ReadStore):
@@ -191,8 +192,9 @@ class PalaceStore(ReadStore):
     def _prepare(self, params: RememberParams, vector: object) -> _NewDrawer:
         """``vector`` is the model's vector, or a ``context.Mixed`` pair (the index's mix
         and the drawer's own vector, both kept)."""
-        own = None
+        own = words = None
         if isinstance(vector, context.Mixed):
+            words = context.words(vector.context, params.text)
             vector, own = vector.vector, v.unit_vector(vector.own, self.dim)
         text = v.check_text(params.text, self.settings.max_text_bytes)
         metadata = None
@@ -210,6 +212,7 @@ class PalaceStore(ReadStore):
             vector=v.unit_vector(vector, self.dim),
             metadata=metadata,
             own_vector=own,
+            context=words,
         )
 
     def validate_remember(self, params: RememberParams, vector: object) -> None:
@@ -255,8 +258,8 @@ class PalaceStore(ReadStore):
                 known.add(d.id)
                 label = conn.execute(
                     "INSERT INTO drawers (id, content, room, tags, importance, created_at,"
-                    " content_hash, vector, metadata, own_vector)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " content_hash, vector, metadata, own_vector, context)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         d.id,
                         d.content,
@@ -268,6 +271,7 @@ class PalaceStore(ReadStore):
                         d.vector.astype("<f4").tobytes(),
                         d.metadata,
                         None if d.own_vector is None else d.own_vector.astype("<f4").tobytes(),
+                        d.context,
                     ),
                 ).lastrowid
                 maintenance.log_added(conn, label, d.id, d.tags)

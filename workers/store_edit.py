@@ -72,8 +72,9 @@ def update_drawer(store: PalaceStore, params: p.UpdateParams, embed: Embed) -> p
         new = Row(**{**row.__dict__})
         changed = []
         if vector is not None:
-            # The new text's own vector: no episode context mixed in, none kept beside it.
-            new.content, new.vector, new.own_vector = text, vector, None
+            # The new text's own vector: no episode context mixed in, none kept beside it,
+            # and so no predecessor's words beside it in full-text search either.
+            new.content, new.vector, new.own_vector, new.context = text, vector, None, None
             changed.append("text")
         if room is not None and room != row.room:
             new.room = room
@@ -118,7 +119,7 @@ def restore_version(store: PalaceStore, version_id: str) -> p.RestoreResult:
             )
         drawer_id = found[11] or version_id
         live = _row_or_none(conn, drawer_id)
-        new = Row(0, *found[:3], json.loads(found[3]), *found[4:11], None, found[12])
+        new = Row(0, *found[:3], json.loads(found[3]), *found[4:11], None, *found[12:14])
         new.id = drawer_id
         new.decay_from = v.now_rfc3339()
         conn.execute("DELETE FROM archive WHERE id = ?", (version_id,))
@@ -172,7 +173,7 @@ def restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
 
 _ARCHIVE_COLUMNS = (
     "id, content, room, tags, importance, base_importance, created_at, hits, content_hash,"
-    " vector, metadata, merged_into, own_vector"
+    " vector, metadata, merged_into, own_vector, context"
 )
 
 

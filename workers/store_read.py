@@ -613,7 +613,8 @@ class ReadStore:
     def _bm25_terms(self, terms: list[str], n: int, room: str | None, tag: str | None) -> list[int]:
         """Labels ranked by FTS5 BM25 over ``terms``, with the same filters applied inside
         the query, scoring only drawers that hold one of the rarer terms (see
-        ``retrieval.split_terms``)."""
+        ``retrieval.split_terms``). A drawer's episode predecessor's words
+        (``drawers.context``) count at ``retrieval.CONTEXT_TEXT_WEIGHT`` of its own."""
         rare, common = retrieval.split_terms(terms, self._doc_count)
         if not rare:
             return []
@@ -622,8 +623,12 @@ class ReadStore:
             matches = [f"({r}) AND ({c})", f"({r}) NOT ({c})"]
         else:
             matches = [v.fts_or(rare)]
+        if self.settings.context_vectors:
+            weights = f"bm25(1.0, {retrieval.CONTEXT_TEXT_WEIGHT})"
+        else:  # a drawer's own words only, even where older drawers kept context words
+            matches, weights = [v.own_words(m) for m in matches], "bm25(1.0, 0.0)"
         sql = "SELECT f.rowid, f.rank FROM drawers_fts f"
-        where = ["drawers_fts MATCH ?"]
+        where = ["drawers_fts MATCH ?", f"f.rank MATCH '{weights}'"]
         filters: list[object] = []
         if room is not None and room.strip():
             sql += " JOIN drawers d ON d.label = f.rowid"
@@ -655,9 +660,12 @@ class ReadStore:
             return cap + 1
         if len(self._doc_counts) + len(self._doc_counts_over) >= DOC_COUNT_CACHE:
             self._forget_doc_counts()
+        match = v.fts_or([term])
+        if not self.settings.context_vectors:
+            match = v.own_words(match)
         count = self._conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT ?)",
-            (v.fts_or([term]), cap + 1),
+            (match, cap + 1),
         ).fetchone()[0]
         if count and (count <= cap or cap >= retrieval.BM25_POSTINGS_BUDGET):
             self._doc_counts[term] = count

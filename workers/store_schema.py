@@ -199,12 +199,89 @@ def _v5_created_at_index(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX drawers_created_at ON drawers(created_at)")
 
 
+def _v6_context_words(db: sqlite_utils.Database) -> None:
+    """``drawers.context``: the words of a drawer's episode predecessor that its own text
+    lacks (``context.words``); NULL outside an episode. Full-text search gets them as a
+    second column, which deep recall's BM25 weighs low (``retrieval.CONTEXT_TEXT_WEIGHT``)
+    and every keyword match on a drawer's own words leaves out (``store_values.own_words``).
+    The archive keeps them, so a restored drawer is found as before.
+
+    Drawers already stored get their predecessor by the writer's rule: the drawer before
+    it by label, in the same room, written at most 1800 s apart (the episode window when
+    this was written). FTS5 cannot add a column, so the table and its triggers are made
+    anew and rebuilt from ``drawers``.
+    """
+    db.execute("ALTER TABLE drawers ADD COLUMN context TEXT")
+    db.execute("ALTER TABLE archive ADD COLUMN context TEXT")
+    _backfill_context(db, window_s=1800.0)
+    statements = [
+        "DROP TRIGGER drawers_fts_insert",
+        "DROP TRIGGER drawers_fts_delete",
+        "DROP TRIGGER drawers_fts_update",
+        "DROP TABLE drawers_fts",
+        """CREATE VIRTUAL TABLE drawers_fts USING fts5(
+            content, context,
+            content='drawers', content_rowid='label', tokenize='porter unicode61'
+        )""",
+        """CREATE TRIGGER drawers_fts_insert AFTER INSERT ON drawers BEGIN
+            INSERT INTO drawers_fts(rowid, content, context)
+                VALUES (new.label, new.content, new.context);
+        END""",
+        """CREATE TRIGGER drawers_fts_delete AFTER DELETE ON drawers BEGIN
+            INSERT INTO drawers_fts(drawers_fts, rowid, content, context)
+                VALUES ('delete', old.label, old.content, old.context);
+        END""",
+        """CREATE TRIGGER drawers_fts_update AFTER UPDATE OF content, context ON drawers BEGIN
+            INSERT INTO drawers_fts(drawers_fts, rowid, content, context)
+                VALUES ('delete', old.label, old.content, old.context);
+            INSERT INTO drawers_fts(rowid, content, context)
+                VALUES (new.label, new.content, new.context);
+        END""",
+        "INSERT INTO drawers_fts(drawers_fts) VALUES ('rebuild')",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+def _backfill_context(db: sqlite_utils.Database, window_s: float, chunk: int = 10_000) -> None:
+    """Set ``drawers.context`` for the drawers already stored, a chunk of labels at a
+    time (a large palace is never held in memory)."""
+    from trusty_memory.workers.context import words  # the rule a remember uses
+
+    before: tuple[str, float | None, str] | None = None
+    after = 0
+    while True:
+        rows = db.execute(
+            "SELECT label, room, julianday(created_at) * 86400.0, content FROM drawers"
+            " WHERE label > ? ORDER BY label LIMIT ?",
+            (after, chunk),
+        ).fetchall()
+        if not rows:
+            return
+        updates = []
+        for label, room, seconds, content in rows:
+            if (
+                before is not None
+                and before[0] == room
+                and before[1] is not None
+                and seconds is not None
+                and abs(seconds - before[1]) <= window_s
+            ):
+                kept = words(before[2], content)
+                if kept is not None:
+                    updates.append((kept, label))
+            before = (room, seconds, content)
+        db.conn.executemany("UPDATE drawers SET context = ? WHERE label = ?", updates)
+        after = rows[-1][0]
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_dreamer,
     _v3_versions,
     _v4_own_vectors,
     _v5_created_at_index,
+    _v6_context_words,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

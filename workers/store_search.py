@@ -52,7 +52,7 @@ def fts_match(text: str) -> str:
         raise v.invalid(f"query: no words to search for in {text!r}")
     if len(parts) > v.MAX_FTS_TERMS:
         raise v.invalid(f"query: at most {v.MAX_FTS_TERMS} words and phrases, got {len(parts)}")
-    return " AND ".join(parts)
+    return v.own_words(" AND ".join(parts))
 
 
 def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:

@@ -136,6 +136,12 @@ def fts_or(terms: list[str]) -> str:
     return " OR ".join(f'"{t}"' for t in terms)
 
 
+def own_words(match: str) -> str:
+    """``match`` kept to a drawer's own words: full-text search also holds each drawer's
+    episode predecessor's words (``drawers.context``), which only deep recall's BM25 reads."""
+    return f"{{content}} : ({match})"
+
+
 # The columns of a triple, in Triple's field order: every SELECT that builds Triples.
 TRIPLE_COLUMNS = "subject, predicate, object, valid_from, valid_to, confidence, provenance"
 
