@@ -9,7 +9,9 @@ characters) in a second column ranked at ``weight`` (0: the column is left empty
 question's terms are ORed, as deep recall does, and the BM25 list alone is scored: turn
 R@10 on LoCoMo, R@1 / R@5 / R@10 on the engineering notes. It measures what a
 context-aware BM25 list could give deep recall before anything is built: the fused
-figures are what would decide.
+figures are what would decide. The product has done it since (schema v6,
+``drawers.context``: the words a drawer lacks, at 0.3; ``workers/retrieval.py``); this
+probe stays to measure the BM25 list alone.
 """
 
 from __future__ import annotations

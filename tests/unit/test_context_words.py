@@ -103,78 +103,70 @@ def test_deep_recall_finds_a_reply_by_the_words_of_its_question(palace_dir):
         off.close()
 
 
-def test_keyword_search_matches_only_a_drawers_own_words(palace_dir):
-    store = open_store(palace_dir)
-    try:
-        q = RememberParams(text=QUESTION, room="chat", created_at=AT)
-        reply = RememberParams(text=REPLY, room="chat", created_at=LATER)
-        [_, r] = store.remember_batch([(q, fake_embed(QUESTION)), (reply, mixed(REPLY, QUESTION))])
-        assert (
-            stored_context(palace_dir, r.drawer_id)
-            == "Caroline where did you go hiking last weekend"
-        )
-        found = store_search.search(store, p.SearchParams(query="hiking"))
-        assert [h.content for h in found.drawers] == [QUESTION]
-        assert (
-            store_search.search(store, p.SearchParams(query="Zugspitze")).drawers[0].content
-            == REPLY
-        )
-    finally:
-        store.close()
+@pytest.fixture
+def store(palace_dir: Path):
+    s = open_store(palace_dir)
+    yield s
+    s.close()
 
 
-def test_update_forget_archive_and_restore_keep_full_text_search_whole(palace_dir):
-    store = open_store(palace_dir)
-    try:
-        q = RememberParams(text=QUESTION, room="chat", created_at=AT)
-        reply = RememberParams(text=REPLY, room="chat", created_at=LATER)
-        [qid, rid] = [
-            r.drawer_id
-            for r in store.remember_batch(
-                [(q, fake_embed(QUESTION)), (reply, mixed(REPLY, QUESTION))]
-            )
-        ]
-        words = stored_context(palace_dir, rid)
-        # Archived and restored: the words come back with the drawer.
-        [row] = maintenance._rows(store.db.conn, "id = ?", [rid])
-        with store._transaction() as conn:
-            maintenance._archive(conn, row, "pruned", None)
-        fts_intact(palace_dir)
-        maintenance.archive_restore(store, rid)
-        assert stored_context(palace_dir, rid) == words
-        fts_intact(palace_dir)
-        # A new text is its own vector alone, and so carries no predecessor's words.
-        update = p.UpdateParams(drawer_id=rid, text="Up the Watzmann instead.")
-        result = store_edit.update_drawer(
-            store, update, lambda ts: np.stack([fake_embed(t) for t in ts])
-        )
-        assert stored_context(palace_dir, rid) is None
-        fts_intact(palace_dir)
-        store_edit.restore(store, result.previous_version)
-        assert stored_context(palace_dir, rid) == words
-        store.forget(qid)
-        store.forget(rid)
-        fts_intact(palace_dir)
-    finally:
-        store.close()
+def converse(store: PalaceStore) -> tuple[str, str]:
+    """Test helper: the question, then the reply written a minute after it (as the writer
+    hands them over); returns their drawer ids."""
+    q = RememberParams(text=QUESTION, room="chat", created_at=AT)
+    reply = RememberParams(text=REPLY, room="chat", created_at=LATER)
+    stored = store.remember_batch([(q, fake_embed(QUESTION)), (reply, mixed(REPLY, QUESTION))])
+    return stored[0].drawer_id, stored[1].drawer_id
 
 
-def test_an_import_gives_each_drawer_its_predecessors_words(palace_dir):
-    store = open_store(palace_dir)
-    try:
-        a, b, c = (str(uuid.UUID(int=i)) for i in (1, 2, 3))
-        drawers = [
-            p.ImportDrawer(drawer_id=a, content=QUESTION, room="chat", created_at=AT),
-            p.ImportDrawer(drawer_id=b, content=REPLY, room="chat", created_at=LATER),
-            p.ImportDrawer(drawer_id=c, content="Elsewhere.", room="other", created_at=LATER),
-        ]
-        embed = lambda texts: np.stack([fake_embed(t) for t in texts])  # noqa: E731
-        bulk.import_batch(store, p.ImportParams(drawers=drawers), embed)
-        got = dict(sql(palace_dir, "SELECT id, context FROM drawers"))
-        assert got == {a: None, b: context.words(QUESTION, REPLY), c: None}
-        fts_intact(palace_dir)
-    finally:
-        store.close()
+def test_keyword_search_matches_only_a_drawers_own_words(store, palace_dir):
+    _, rid = converse(store)
+    assert stored_context(palace_dir, rid) == "Caroline where did you go hiking last weekend"
+    found = store_search.search(store, p.SearchParams(query="hiking"))
+    assert [h.content for h in found.drawers] == [QUESTION]
+    found = store_search.search(store, p.SearchParams(query="Zugspitze"))
+    assert [h.content for h in found.drawers] == [REPLY]
+
+
+def test_update_forget_archive_and_restore_keep_full_text_search_whole(store, palace_dir):
+    qid, rid = converse(store)
+    words = stored_context(palace_dir, rid)
+    # Archived and restored: the words come back with the drawer.
+    [row] = maintenance._rows(store.db.conn, "id = ?", [rid])
+    with store._transaction() as conn:
+        maintenance._archive(conn, row, "pruned", None)
+    fts_intact(palace_dir)
+    maintenance.archive_restore(store, rid)
+    assert stored_context(palace_dir, rid) == words
+    fts_intact(palace_dir)
+    # A new text is its own vector alone, and so carries no predecessor's words.
+    update = p.UpdateParams(drawer_id=rid, text="Up the Watzmann instead.")
+    result = store_edit.update_drawer(store, update, embed)
+    assert stored_context(palace_dir, rid) is None
+    fts_intact(palace_dir)
+    store_edit.restore(store, result.previous_version)
+    assert stored_context(palace_dir, rid) == words
+    store.forget(qid)
+    store.forget(rid)
+    fts_intact(palace_dir)
+
+
+def embed(texts: list[str]) -> np.ndarray:
+    """Test helper: the embedder as the store's callers get it, deterministic."""
+    return np.stack([fake_embed(t) for t in texts])
+
+
+def test_an_import_gives_each_drawer_its_predecessors_words(store, palace_dir):
+    a, b, c = (str(uuid.UUID(int=i)) for i in (1, 2, 3))
+    drawers = [
+        p.ImportDrawer(drawer_id=a, content=QUESTION, room="chat", created_at=AT),
+        p.ImportDrawer(drawer_id=b, content=REPLY, room="chat", created_at=LATER),
+        p.ImportDrawer(drawer_id=c, content="Elsewhere.", room="other", created_at=LATER),
+    ]
+    bulk.import_batch(store, p.ImportParams(drawers=drawers), embed)
+    got = dict(sql(palace_dir, "SELECT id, context FROM drawers"))
+    assert got == {a: None, b: context.words(QUESTION, REPLY), c: None}
+    fts_intact(palace_dir)
 
 
 def test_the_v6_migration_gives_stored_drawers_their_predecessors_words(tmp_path):
