@@ -4,16 +4,25 @@ A reply like "Yes, last Tuesday!" or a note like "Follow-up: added an alert on h
 means little alone. A drawer written right after another one in the same room, within the
 episode window (``retrieval.EPISODE_WINDOW_S``: the episodes ``smooth_episodes`` uses at
 recall time), is given the vector ``own + CONTEXT_WEIGHT * predecessor``, unit length,
-where both are the model's vectors of the drawers' own texts. Only the vector changes: the
-stored content, the BM25 text and the duplicate check stay the drawer's own. A drawer whose
-caller sent ``embed_text`` keeps that text's vector: the caller chose its context.
+where both are the model's vectors of the drawers' own texts. The stored content and the
+duplicate check stay the drawer's own. A drawer whose caller sent ``embed_text`` keeps
+that text's vector: the caller chose its context.
+
+The words side. The same drawer keeps the predecessor's words that its own text lacks
+(``words``: once each, at most ``CONTEXT_CHARS`` characters) in ``drawers.context``, a
+second full-text column that deep recall's BM25 weighs at ``retrieval.CONTEXT_TEXT_WEIGHT``
+of the drawer's own words (``retrieval.py`` has the figures); keyword search never reads
+it. Only the words the drawer lacks: a word both hold would count twice for a note
+written after another on the same subject, and rank it above that note for the note's
+own question.
 
 The predecessor's own text was embedded when it was written, so the embedder's cache (or
 the same batch) answers it: no extra tokens through the model in the usual case, and at
 most one more text per remember when the cache has lost it (a restarted daemon).
 
 On by default; ``[palace] context_vectors = false``
-(``TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS=0``) turns it off. The dreamer finds restatements
+(``TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS=0``) turns off both sides, and deep recall then
+reads no drawer's context words, older ones' included. The dreamer finds restatements
 by cosine (>= 0.95), and two restatements written after different predecessors have mixes
 below that, so the store keeps a mixed drawer's own vector beside the mix (``Mixed``,
 ``drawers.own_vector``) and the dreamer compares those. Measured through the product
