@@ -22,7 +22,7 @@ Example ``config.toml``::
     idle_stop_s = 600
     idle_release_s = 60      # an idle worker drops its vector index (reloaded on demand)
     max_text_bytes = 65536
-    context_vectors = true    # a drawer's vector (and deep recall's BM25) carries its episode predecessor's
+    context_vectors = true    # vector and BM25 words carry the episode predecessor's
 
     [embedder]
     pool_size = 1

@@ -10,6 +10,7 @@ right after another in the same room; not when written hours later).
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -105,6 +106,25 @@ def test_a_reply_written_right_after_its_question_is_found_without_client_help(p
     assert hit.content == REPLY  # stored as written
     # The control: the same reply written hours later is not found by its vector alone.
     assert REPLY not in contents(palace.recall("apart", query))
+
+
+def test_the_reply_keeps_the_question_words_it_lacks_for_full_text_search(daemon, palace):
+    """The words side of the same rule, read from the palace file the writer wrote: the
+    reply written right after its question keeps the question's words it lacks; the one
+    written hours later, and the one whose caller sent ``embed_text``, keep none."""
+
+    def kept(name: str) -> str | None:
+        path = daemon.config.palace_dir(name) / "palace.sqlite3"
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            query = "SELECT context FROM drawers WHERE content = ?"
+            return conn.execute(query, (REPLY,)).fetchone()[0]
+        finally:
+            conn.close()
+
+    assert kept("plain") == "Do you still go bouldering at the climbing gym"
+    assert kept("apart") is None
+    assert kept("hybrid") is None
 
 
 def test_deep_recall_returns_no_duplicates(palace):

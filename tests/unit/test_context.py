@@ -133,6 +133,7 @@ def test_embed_all_mixes_the_context_vector_and_embeds_each_text_once(on):
         assert isinstance(vectors["r1"], context.Mixed)
         np.testing.assert_allclose(vectors["r1"].vector, context.mix(own, ctx), atol=1e-6)
         np.testing.assert_allclose(vectors["r1"].own, own, atol=1e-6)
+        assert vectors["r1"].context == "a question"  # its words, for deep recall's BM25
     else:
         np.testing.assert_allclose(vectors["r1"], own, atol=1e-6)
     np.testing.assert_allclose(vectors["r2"], ctx, atol=1e-6)
