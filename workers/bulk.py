@@ -181,13 +181,12 @@ def _add_context(store: PalaceStore, drawers: list[CheckedDrawer]) -> None:
     """Each new drawer's episode predecessor's words, as a remember gets them
     (``workers/context.py``): the drawers are written in this order after the palace's
     newest. The vectors stay as given (an export's already carry their mixes)."""
-    previous = store.last_written()
-    for d in drawers:
-        drawer = context.Written(d.room, context.seconds_of(d.created_at), d.content)
-        d.context = context.words(
-            context.context_of(previous, drawer, retrieval.EPISODE_WINDOW_S), d.content
-        )
-        previous = drawer
+    written = [
+        context.Written(d.room, context.seconds_of(d.created_at), d.content) for d in drawers
+    ]
+    found = context.words_in_order(store.last_written(), written, retrieval.EPISODE_WINDOW_S)
+    for d, kept in zip(drawers, found, strict=True):
+        d.context = kept
 
 
 def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.ImportResult:

@@ -51,6 +51,7 @@ unrelated predecessor (eng notes: single-note R@1 87.5 -> 82.5, near-duplicate R
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
@@ -120,6 +121,16 @@ def words(text: str | None, own: str) -> str | None:
             lacking.append(word)
     kept = " ".join(lacking)[:CONTEXT_CHARS].strip()
     return kept or None
+
+
+def words_in_order(
+    previous: Written | None, drawers: Iterable[Written], window_s: float
+) -> Iterator[str | None]:
+    """``words`` for each of ``drawers``, written in this order after ``previous`` (the
+    palace's newest before them): what an import and the v6 migration store."""
+    for drawer in drawers:
+        yield words(context_of(previous, drawer, window_s), drawer.text)
+        previous = drawer
 
 
 def mix(own: np.ndarray, previous: np.ndarray, weight: float = CONTEXT_WEIGHT) -> np.ndarray:

@@ -184,6 +184,7 @@ sets is below where it was without the context words, and LoCoMo gives 0.2 of tu
 for 0.4 of strict session R@10 (per category, turn R@10 at 0.25 -> 0.15: multi-hop 39.9 ->
 40.4, temporal 75.3 -> 75.0, open-domain 39.6 -> 38.7, single-hop 87.7 -> 87.4,
 adversarial 90.4 -> 89.7).
+
 The whole predecessor counted the words both hold twice and cost more; a table of its own
 for the whole predecessor (``own + w x context`` from two FTS5 tables, so the context
 cannot lengthen a drawer) kept the engineering notes but gave back most of LoCoMo and
@@ -194,6 +195,7 @@ one with the context words (RRF weight 1.0) lowered the engineering notes. FTS5'
 lengthens a drawer by its context words, which is why a lower weight is not simply safer
 (0.2 lowers R@5 more than 0.3). The 3-conversation rows were run before the lacking words
 were told apart case-insensitively.
+
 Cost: the words are written with the drawer (no model time) and read in the same FTS5 query.
 """
 

@@ -623,12 +623,10 @@ class ReadStore:
             matches = [f"({r}) AND ({c})", f"({r}) NOT ({c})"]
         else:
             matches = [v.fts_or(rare)]
-        if self.settings.context_vectors:
-            weights = f"bm25(1.0, {retrieval.CONTEXT_TEXT_WEIGHT})"
-        else:  # a drawer's own words only, even where older drawers kept context words
-            matches, weights = [v.own_words(m) for m in matches], "bm25(1.0, 0.0)"
+        context_weight = retrieval.CONTEXT_TEXT_WEIGHT if self.settings.context_vectors else 0.0
+        matches = [self._scoped(m) for m in matches]
         sql = "SELECT f.rowid, f.rank FROM drawers_fts f"
-        where = ["drawers_fts MATCH ?", f"f.rank MATCH '{weights}'"]
+        where = ["drawers_fts MATCH ?", f"f.rank MATCH 'bm25(1.0, {context_weight})'"]
         filters: list[object] = []
         if room is not None and room.strip():
             sql += " JOIN drawers d ON d.label = f.rowid"
@@ -660,18 +658,21 @@ class ReadStore:
             return cap + 1
         if len(self._doc_counts) + len(self._doc_counts_over) >= DOC_COUNT_CACHE:
             self._forget_doc_counts()
-        match = v.fts_or([term])
-        if not self.settings.context_vectors:
-            match = v.own_words(match)
         count = self._conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT ?)",
-            (match, cap + 1),
+            (self._scoped(v.fts_or([term])), cap + 1),
         ).fetchone()[0]
         if count and (count <= cap or cap >= retrieval.BM25_POSTINGS_BUDGET):
             self._doc_counts[term] = count
         elif count:
             self._doc_counts_over[term] = cap
         return count
+
+    def _scoped(self, match: str) -> str:
+        """A BM25 match over what deep recall reads: a drawer's own words and its
+        predecessor's (``drawers.context``), or its own alone with the switch off, even
+        where older drawers kept context words."""
+        return match if self.settings.context_vectors else v.own_words(match)
 
     def _forget_doc_counts(self) -> None:
         self._doc_counts.clear()

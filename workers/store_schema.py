@@ -18,6 +18,7 @@ To change the schema, append a function to ``MIGRATIONS``; never edit a released
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -246,9 +247,9 @@ def _v6_context_words(db: sqlite_utils.Database) -> None:
 def _backfill_context(db: sqlite_utils.Database, window_s: float, chunk: int = 10_000) -> None:
     """Set ``drawers.context`` for the drawers already stored, a chunk of labels at a
     time (a large palace is never held in memory)."""
-    from trusty_memory.workers.context import words  # the rule a remember uses
+    from trusty_memory.workers.context import Written, words_in_order  # a remember's rule
 
-    before: tuple[str, float | None, str] | None = None
+    before: Written | None = None
     after = 0
     while True:
         rows = db.execute(
@@ -258,21 +259,14 @@ def _backfill_context(db: sqlite_utils.Database, window_s: float, chunk: int = 1
         ).fetchall()
         if not rows:
             return
-        updates = []
-        for label, room, seconds, content in rows:
-            if (
-                before is not None
-                and before[0] == room
-                and before[1] is not None
-                and seconds is not None
-                and abs(seconds - before[1]) <= window_s
-            ):
-                kept = words(before[2], content)
-                if kept is not None:
-                    updates.append((kept, label))
-            before = (room, seconds, content)
-        db.conn.executemany("UPDATE drawers SET context = ? WHERE label = ?", updates)
-        after = rows[-1][0]
+        # A time SQLite cannot read is NaN: never within the window of anything.
+        written = [Written(room, math.nan if t is None else t, text) for _, room, t, text in rows]
+        found = words_in_order(before, written, window_s)
+        db.conn.executemany(
+            "UPDATE drawers SET context = ? WHERE label = ?",
+            [(kept, row[0]) for row, kept in zip(rows, found, strict=True) if kept is not None],
+        )
+        before, after = written[-1], rows[-1][0]
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
