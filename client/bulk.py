@@ -32,9 +32,13 @@ little-endian float32, so an export re-imports byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -217,15 +221,13 @@ def import_file(client: Client, palace: str, stream: IO[bytes], **options: Any) 
     call created it and the import fails or is interrupted, the palace is removed (nothing
     got in) or archived (some batches did); one that existed before is left as it is."""
     created = False
-    if not options.get("dry_run"):
-        try:
-            client.palace_create(palace)
-            created = True
-        except p.TrustyError as exc:
-            if exc.code != p.ErrorCode.PALACE_EXISTS:
-                raise
     summary = ImportSummary()
     try:
+        if not options.get("dry_run"):
+            # Held interrupts: a Ctrl-C landing after the daemon made the palace but before
+            # its answer came would otherwise leave a palace this call never knew it made.
+            with held_interrupts():
+                created = create_palace(client, palace)
         import_jsonl(client, palace, stream, summary=summary, **options)
     except KeyboardInterrupt:
         summary.error, summary.interrupted = "interrupted", True
@@ -240,13 +242,47 @@ def import_file(client: Client, palace: str, stream: IO[bytes], **options: Any) 
     return summary
 
 
+def create_palace(client: Client, palace: str) -> bool:
+    """Create ``palace``; False when it was there already."""
+    try:
+        client.palace_create(palace)
+    except p.TrustyError as exc:
+        if exc.code != p.ErrorCode.PALACE_EXISTS:
+            raise
+        return False
+    return True
+
+
 def discard_created(client: Client, palace: str) -> dict[str, Any]:
     """Take away a palace a failed import created: removed if it holds nothing, else
-    archived. Never raises: the import's own failure is what the caller reports."""
+    archived. Never raises: the import's own failure is what the caller reports. A Ctrl-C
+    meanwhile waits for the clean-up and is then dropped: the import is ending anyway."""
+    result: dict[str, Any] = {}
+    with contextlib.suppress(KeyboardInterrupt), held_interrupts():
+        try:
+            result = client.palace_delete(palace, discard_empty=True)
+        except p.TrustyError as exc:
+            result = {"palace": palace, "status": "failed", "error": exc.message}
+    return result
+
+
+@contextlib.contextmanager
+def held_interrupts() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, then raise ``KeyboardInterrupt`` if
+    one came. Signal handlers belong to the main thread, so elsewhere this holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    before = {sig: signal.signal(sig, lambda signum, _frame: came.append(signum))
+              for sig in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
     try:
-        return client.palace_delete(palace, discard_empty=True)
-    except p.TrustyError as exc:
-        return {"palace": palace, "status": "failed", "error": exc.message}
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if came:
+        raise KeyboardInterrupt
 
 
 def import_jsonl(

@@ -4,7 +4,9 @@ bad lines, vectors kept byte for byte, triples (closed ones too)."""
 from __future__ import annotations
 
 import base64
+import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -290,3 +292,39 @@ def test_an_interrupted_import_leaves_no_palace_behind(client, daemon):
     proc = interrupted_import(daemon, client, "cut-late", lines, signal.SIGINT, wait_for=4)
     assert proc.returncode == 130
     assert client.palace_info("cut-late").drawer_count == 4
+
+
+class InterruptedOnCreate(Client):
+    """The real client, with a Ctrl-C landing just as the daemon answers palace_create:
+    the moment the palace exists but the import has not yet heard so."""
+
+    def palace_create(self, name: str, description: str | None = None) -> dict:
+        answer = super().palace_create(name, description)
+        os.kill(os.getpid(), signal.SIGINT)
+        return answer
+
+
+def test_a_ctrl_c_while_the_palace_is_created_still_takes_it_away(daemon):
+    from trusty_memory.client import bulk
+
+    c = InterruptedOnCreate(daemon.config, autostart=False)
+    try:
+        stream = io.BytesIO(json.dumps(drawer_line(700)).encode() + b"\n")
+        summary = bulk.import_file(c, "cut-at-create", stream, max_text_bytes=65536)
+        assert summary.interrupted and summary.imported == 0
+        assert summary.created_palace["status"] == "removed"
+        assert "cut-at-create" not in c.palace_list()
+    finally:
+        c.close()
+
+
+def test_held_interrupts_raise_once_the_block_is_done():
+    from trusty_memory.client.bulk import held_interrupts
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt), held_interrupts():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append(True)
+    assert reached == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
