@@ -7,7 +7,10 @@ The file format, one JSON object per line (``type`` says which)::
      "tags": [], "importance": 0.5, "created_at": "2026-01-01T00:00:00Z", "hits": 0,
      "metadata": {...}, "vector": "<base64 float32>" | [384 numbers]}    vector optional
      (plus "own_vector", the same, beside a vector the palace mixed with its episode's
-     context: the drawer's own text's vector, which the dreamer compares)
+     context: the drawer's own text's vector, which the dreamer compares; and "context",
+     the words of its episode predecessor that deep recall's BM25 reads, or null. Export
+     writes it on every drawer, so an import stores exactly those words; a line without
+     it gets them by the palace's own rule, as a remember in that order would)
     {"type": "triple", "subject": "...", "predicate": "...", "object": "...",
      "valid_from": "...", "valid_to": null, "confidence": 1.0, "provenance": null}
 
@@ -79,6 +82,9 @@ class DrawerLine(msgspec.Struct, tag="drawer", tag_field="type", kw_only=True):
     # Bytes decode from (and encode to) base64 in JSON.
     vector: list[float] | bytes | None = None
     own_vector: list[float] | bytes | None = None
+    # Written on every exported drawer (null: none), so an import keeps exactly what was
+    # stored; a line without it gets the words by the palace's rule.
+    context: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class TripleLine(msgspec.Struct, tag="triple", tag_field="type", kw_only=True):
@@ -200,6 +206,7 @@ def parse_line(
                 metadata=line.metadata,
                 vector=line.vector,  # checked and turned into unit float32 bytes below
                 own_vector=line.own_vector,
+                context=line.context,
             )
             checked = check_drawer(drawer, dim, max_text_bytes)
             drawer.vector, drawer.own_vector = checked.vector, checked.own_vector
@@ -399,8 +406,8 @@ class ExportSummary:
 
 
 def _drawer_line(d: p.ExportDrawer) -> bytes:
-    """A drawer's line; ``own_vector`` only where there is one, so a palace that never
-    mixed context exports exactly as before."""
+    """A drawer's line; ``own_vector`` only where there is one (``context`` always: null
+    says "none", which a missing key would not)."""
     line = msgspec.to_builtins(DrawerLine(**msgspec.structs.asdict(d)))
     if line.get("own_vector") is None:
         line.pop("own_vector", None)

@@ -342,6 +342,9 @@ class ImportDrawer(msgspec.Struct, kw_only=True):
     vector: bytes | None = None
     # The drawer's own vector when ``vector`` is a context mix (``workers/context.py``).
     own_vector: bytes | None = None
+    # Its episode predecessor's words (``drawers.context``) as an export wrote them: a
+    # string, or None for none. Left out, the palace works them out by its own rule.
+    context: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class ImportTriple(msgspec.Struct, kw_only=True):
@@ -558,6 +561,7 @@ class ExportDrawer(msgspec.Struct, kw_only=True):
     metadata: dict[str, Any] | None = None
     vector: bytes | None = None
     own_vector: bytes | None = None  # only beside a context-mixed ``vector``
+    context: str | None = None  # the episode predecessor's words deep recall's BM25 reads
 
 
 class ExportResult(msgspec.Struct, kw_only=True):

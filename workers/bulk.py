@@ -5,7 +5,9 @@
 before anything is written, so a bad item fails the whole batch and stores nothing. A
 drawer id that is already in the palace (or repeats within the batch) is skipped, and an
 identical triple too, so re-importing a file is a no-op. Drawers that come without a
-vector are embedded through the embedder pool; those that bring one skip embedding.
+vector are embedded through the embedder pool; those that bring one skip embedding. A
+drawer's episode-predecessor words (``drawers.context``) are stored as the line gives
+them (an export's, even null); a drawer without them gets them by the palace's own rule.
 
 ``palace_export`` pages through the palace by cursor (drawer label, triple id), so the
 client can stream a palace of any size without either side holding it in memory.
@@ -64,7 +66,8 @@ class CheckedDrawer:
     metadata: str | None
     vector: bytes | None  # little-endian float32, unit length; None: embed ``content``
     own_vector: bytes | None = None  # the drawer's own, when ``vector`` is a context mix
-    context: str | None = None  # its episode predecessor's words (set by the palace)
+    context: str | None = None  # its episode predecessor's words
+    context_given: bool = False  # as an export wrote them; else the palace's rule sets them
 
 
 @dataclass
@@ -128,7 +131,18 @@ def check_drawer(d: p.ImportDrawer, dim: int, max_text_bytes: int) -> CheckedDra
         metadata=metadata,
         vector=None if d.vector is None else vector_from(d.vector, dim),
         own_vector=_own_vector(d, dim),
+        context=None if d.context is msgspec.UNSET else _context(d.context, max_text_bytes),
+        context_given=d.context is not msgspec.UNSET,
     )
+
+
+def _context(value: object, max_text_bytes: int) -> str | None:
+    """An exported drawer's context words: a string (empty means none), or None."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise v.invalid(f"context: must be a string or null, got {type(value).__name__}")
+    return v.check_text(value, max_text_bytes, "context").strip() or None
 
 
 def _own_vector(d: p.ImportDrawer, dim: int) -> bytes | None:
@@ -180,7 +194,8 @@ def _checked_all(items: list[Any], check: Callable[[Any], Any], kind: str) -> li
 def _add_context(store: PalaceStore, drawers: list[CheckedDrawer]) -> None:
     """Each new drawer's episode predecessor's words, as a remember gets them
     (``workers/context.py``): the drawers are written in this order after the palace's
-    newest. The vectors stay as given (an export's already carry their mixes)."""
+    newest. The vectors stay as given (an export's already carry their mixes). Only for
+    drawers whose line did not carry its words: an export's do, exactly as stored."""
     written = [
         context.Written(d.room, context.seconds_of(d.created_at), d.content) for d in drawers
     ]
@@ -210,7 +225,7 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
             new[d.id] = d
     _embed_missing([d for d in new.values() if d.vector is None], embed, store.dim)
     if store.settings.context_vectors:
-        _add_context(store, list(new.values()))
+        _add_context(store, [d for d in new.values() if not d.context_given])
 
     added: list[tuple[int, CheckedDrawer]] = []
     triples_added = 0
@@ -325,7 +340,7 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
     vector_cols = "vector, own_vector" if vectors else "NULL, NULL"
     rows = store.db.conn.execute(
         "SELECT label, id, content, room, tags, importance, created_at, hits, metadata,"
-        f" {vector_cols} FROM drawers WHERE label > ? ORDER BY label LIMIT ?",
+        f" {vector_cols}, context FROM drawers WHERE label > ? ORDER BY label LIMIT ?",
         (after, limit),
     ).fetchall()
     pending = store._pending_hits  # recall hits not yet written: part of the truth
@@ -341,6 +356,7 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
             metadata=None if r[8] is None else json.loads(r[8]),
             vector=r[9],
             own_vector=r[10],
+            context=r[11],
         )
         for r in rows
     ]

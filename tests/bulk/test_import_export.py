@@ -103,6 +103,10 @@ def test_round_trip_is_exact(client, daemon, tmp_path):
     src, dst = records(exported), records(again)
     assert src == dst  # content, room, tags, importance, created_at, hits, metadata, vectors
     assert [r["drawer_id"] for r in src if "own_vector" in r] == ids[3:]
+    # The predecessor's words deep recall reads, on every drawer (null: none).
+    drawers = [r for r in src if r["type"] == "drawer"]
+    assert [r["context"] is not None for r in drawers] == [False, False, False, True]
+    assert "Postgres" in drawers[3]["context"]
     assert {r["drawer_id"] for r in src if r["type"] == "drawer"} == set(ids)
     triples = [r for r in dst if r["type"] == "triple"]
     assert [(t["object"], t["valid_to"] is None) for t in triples] == [

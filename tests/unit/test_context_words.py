@@ -169,6 +169,32 @@ def test_an_import_gives_each_drawer_its_predecessors_words(store, palace_dir):
     fts_intact(palace_dir)
 
 
+def test_an_export_carries_the_words_and_an_import_keeps_them_exactly(store, palace_dir):
+    """A note remembered with ``embed_text`` has no context words, though the palace's
+    rule would give it some: the words travel with the export, so an import of it keeps
+    what was stored rather than working them out again."""
+    converse(store)
+    noted = RememberParams(text="Noted.", room="chat", created_at=LATER)
+    store.remember_batch([(noted, fake_embed("Noted."))])  # as with embed_text: no mix
+    page = bulk.export_page(store, p.ExportParams(kind="drawers", after=0, limit=10))
+    assert [d.context for d in page.drawers] == [None, context.words(QUESTION, REPLY), None]
+
+    other = open_store(palace_dir.parent / "copy")
+    try:
+        given = [p.ImportDrawer(**{f: getattr(d, f) for f in d.__struct_fields__})
+                 for d in page.drawers]  # fmt: skip
+        bulk.import_batch(other, p.ImportParams(drawers=given), embed)
+        got = [c for (c,) in sql(palace_dir.parent / "copy", "SELECT context FROM drawers"
+                                 " ORDER BY label")]  # fmt: skip
+        assert got == [None, context.words(QUESTION, REPLY), None]
+        fts_intact(palace_dir.parent / "copy")
+    finally:
+        other.close()
+    with pytest.raises(p.TrustyError, match="context: must be a string or null"):
+        bulk.check_drawer(p.ImportDrawer(drawer_id=str(uuid.UUID(int=9)), content="x",
+                                         context=7), DIM, 1000)  # fmt: skip
+
+
 def test_the_v6_migration_gives_stored_drawers_their_predecessors_words(tmp_path):
     """A v5 palace: the drawer after another in the same room within the episode window
     gets its words; one in another room, or written later, gets none."""
