@@ -112,6 +112,18 @@ def test_locomo_bench_smoke(tmp_path):
     assert r["recall_latency_ms"]["memory_recall_deep"]["p50_ms"] > 0
 
 
+def test_session_levers_probe_smoke():
+    """The session-levers probe on one conversation: every lever gives three recalls."""
+    done = run_bench("bench/probe_session_levers.py", "--limit-conversations", "1",
+                     "--questions-per-conversation", "40")  # fmt: skip
+    lines = done.stdout.decode().strip().splitlines()[1:]
+    assert len(lines) == 7, lines
+    for line in lines:
+        figures = [float(x) for x in line.split(":", 1)[1].split(" / ")]
+        assert len(figures) == 3 and all(0 <= f <= 100 for f in figures), line
+        assert figures[1] <= figures[2], line  # the top 10's sessions are in the top-10 sessions
+
+
 def test_eng_notes_bench_smoke(tmp_path):
     """The engineering-notes set through the product, first 40 questions."""
     out = tmp_path / "eng.json"
