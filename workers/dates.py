@@ -30,6 +30,8 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from trusty_memory.workers.store_values import stored_time
+
 MONTHS = [
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -74,7 +76,7 @@ def windows(text: str, years: Callable[[], range]) -> list[tuple[str, str]]:
                 found.update(spans)
             if len(found) > MAX_SPANS:
                 return []
-    return [(_stored(start), _stored(end)) for start, end in sorted(found)]
+    return [(stored_time(start), stored_time(end)) for start, end in sorted(found)]
 
 
 def _spans(
@@ -112,7 +114,3 @@ def _month(year: int, month: int) -> list[tuple[datetime, datetime]]:
     except ValueError:  # December 9999 ends past what a datetime holds
         return []
     return [(start, end)]
-
-
-def _stored(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")

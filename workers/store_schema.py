@@ -269,6 +269,32 @@ def _backfill_context(db: sqlite_utils.Database, window_s: float, chunk: int = 1
         before, after = written[-1], rows[-1][0]
 
 
+# The columns holding times a caller gave (the rest are the program's own clock).
+CALLER_TIMES = (
+    ("drawers", "created_at"),
+    ("drawers", "decay_from"),
+    ("archive", "created_at"),
+    ("triples", "valid_from"),
+    ("triples", "valid_to"),
+)
+
+
+def _v7_four_digit_years(db: sqlite_utils.Database) -> None:
+    """Times before year 1000 were stored as ``strftime`` writes them (``5-01-02T...``),
+    which does not order as text among the others; they get their leading zeros
+    (``0005-01-02T...``), as every write now stores them (``store_values.stored_time``)."""
+    short = " OR ".join(f"{{col}} GLOB '{'[0-9]' * n}-*'" for n in (1, 2, 3))
+    for table, col in CALLER_TIMES:
+        rows = db.execute(
+            f"SELECT rowid, {col} FROM {table} WHERE {short.format(col=col)}"
+        ).fetchall()
+        for rowid, value in rows:
+            year, rest = value.split("-", 1)
+            db.execute(
+                f"UPDATE {table} SET {col} = ? WHERE rowid = ?", (f"{int(year):04d}-{rest}", rowid)
+            )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_dreamer,
@@ -276,6 +302,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v4_own_vectors,
     _v5_created_at_index,
     _v6_context_words,
+    _v7_four_digit_years,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

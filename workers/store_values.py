@@ -26,7 +26,13 @@ def invalid(message: str) -> TrustyError:
 
 def now_rfc3339() -> str:
     """UTC now at second precision with ``Z``, the contract's timestamp form."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stored_time(datetime.now(UTC))
+
+
+def stored_time(when: datetime) -> str:
+    """``when`` (UTC) as stored: ``YYYY-MM-DDTHH:MM:SSZ`` with the year always four digits
+    (``strftime``'s ``%Y`` writes year 5 as ``5``), so stored times order as text."""
+    return f"{when.year:04d}-{when:%m-%dT%H:%M:%S}Z"
 
 
 def check_text(text: object, max_bytes: int, field: str = "text") -> str:
@@ -80,7 +86,7 @@ def check_timestamp(value: object, field: str) -> str:
         raise invalid(f"{field}: not an RFC 3339 timestamp: {value!r}") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stored_time(parsed.astimezone(UTC))
 
 
 def check_tags(tags: object) -> list[str]:

@@ -24,6 +24,7 @@ from trusty_memory.protocol import (
 from trusty_memory.workers import maintenance, store_edit, store_search
 from trusty_memory.workers.store import PalaceStore
 from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.workers.store_values import check_timestamp
 
 
 def embed(texts: list[str]) -> np.ndarray:
@@ -312,3 +313,56 @@ def test_the_summary_follows_writes_only(store, palace_dir):
     )
     assert summary["last_write_at"] and summary["last_dream_at"] is None
     assert store.write_summary() is False
+
+
+def test_times_before_year_1000_are_stored_with_four_digits_and_order_as_text(store):
+    """``strftime('%Y')`` writes year 5 as ``5``, which sorts after ``2026`` as text:
+    every stored time, and every date span deep recall asks for, has four digits."""
+    old = remember(store, "a note dated in antiquity", created_at="0005-01-02T03:04:05Z")
+    remember(store, "a note of this century", created_at="2026-01-05T10:00:00Z")
+    assert sql(store.palace_dir, "SELECT created_at FROM drawers ORDER BY created_at") == [
+        ("0005-01-02T03:04:05Z",),
+        ("2026-01-05T10:00:00Z",),
+    ]
+    until = store_search.search(store, SearchParams(until="1000-01-01")).drawers
+    assert [h.drawer_id for h in until] == [old]
+    assert check_timestamp("0753-04-21", "valid_from") == "0753-04-21T00:00:00Z"  # imports
+
+
+def test_the_v7_migration_gives_old_short_years_their_zeros(tmp_path):
+    import sqlite3
+
+    import sqlite_utils
+
+    from trusty_memory.workers import store_schema
+
+    path = tmp_path / "palace.sqlite3"
+    db = sqlite_utils.Database(sqlite3.connect(str(path)))
+    for version, migration in enumerate(store_schema.MIGRATIONS[:6], start=1):
+        migration(db)
+        db.execute(f"PRAGMA user_version = {version}")
+    db.execute(
+        "INSERT INTO drawers (id, content, room, created_at, content_hash, vector, decay_from)"
+        " VALUES ('a', 'old', 'General', '5-01-02T00:00:00Z', 'h', x'00', '99-01-01T00:00:00Z'),"
+        " ('b', 'new', 'General', '2026-01-02T00:00:00Z', 'h', x'00', NULL)"
+    )
+    db.execute(
+        "INSERT INTO triples (subject, predicate, object, valid_from, valid_to, confidence)"
+        " VALUES ('s', 'p', 'o', '753-04-21T00:00:00Z', '2026-01-01T00:00:00Z', 1.0)"
+    )
+    db.conn.commit()
+    db.close()
+    migrated = store_schema.connect(path)
+    try:
+        assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
+        assert migrated.execute(
+            "SELECT id, created_at, decay_from FROM drawers ORDER BY created_at"
+        ).fetchall() == [
+            ("a", "0005-01-02T00:00:00Z", "0099-01-01T00:00:00Z"),
+            ("b", "2026-01-02T00:00:00Z", None),
+        ]
+        assert migrated.execute("SELECT valid_from, valid_to FROM triples").fetchall() == [
+            ("0753-04-21T00:00:00Z", "2026-01-01T00:00:00Z")
+        ]
+    finally:
+        migrated.close()
