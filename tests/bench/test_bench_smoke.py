@@ -124,6 +124,18 @@ def test_session_levers_probe_smoke():
         assert figures[1] <= figures[2], line  # the top 10's sessions are in the top-10 sessions
 
 
+def test_successor_mix_probe_smoke():
+    """The successor-mix probe on one conversation: weight 0 and one other, both sets."""
+    done = run_bench("bench/probe_successor_mix.py", "--limit-conversations", "1",
+                     "--weights", "0,0.3")  # fmt: skip
+    lines = done.stdout.decode().strip().splitlines()
+    assert len(lines) == 2, lines
+    for line in lines:
+        figures = [float(x) for x in re.findall(r"\d+\.\d+", line.split(":", 1)[1])]
+        assert len(figures) == 4 and all(0 < f <= 100 for f in figures), line
+        assert figures[1] <= figures[2] <= figures[3], line  # R@1 <= R@5 <= R@10
+
+
 def test_eng_notes_bench_smoke(tmp_path):
     """The engineering-notes set through the product, first 40 questions."""
     out = tmp_path / "eng.json"
