@@ -2,7 +2,7 @@
 recall's session coverage on LoCoMo?
 
     .venv/bin/python bench/probe_session_levers.py [--limit-conversations N]
-        [--questions-per-conversation N] [--home DIR]
+        [--questions-per-conversation N] [--home DIR] [--eng-notes FILE ...]
 
 Not the product. The real daemon stores LoCoMo the agent's way (as ``bench/locomo.py``
 does, context vectors on) and answers every question's ``memory_recall_deep`` with
@@ -18,6 +18,10 @@ score (whose scale is the product's RRF, first place in both main lists = 1.0):
   conversation's own vocabulary by MiniLM cosine (at least ``tau``, other stems only)
   become one more BM25 list over the turns, added as ``w / (6 + r)``.
 
+With ``--eng-notes``, the session-BM25 prior is also measured on those engineering-notes
+files, over the palace's own episodes (same room within the episode window), as
+R@1 / R@5 / R@10 (on stderr).
+
 Reported per lever: turn R@10, strict session R@10 (all gold sessions among the
 sessions of the top 10) and top-10 sessions R@10 (from the top 50), as ``locomo.py``
 counts them. A lever that cannot move the session figures here cannot in the product.
@@ -26,6 +30,7 @@ counts them. A lever that cannot move the session figures here cannot in the pro
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import shutil
@@ -51,6 +56,7 @@ from locomo_data import (
 )
 
 from trusty_memory.client.sync import Client
+from trusty_memory.workers import context, retrieval
 from trusty_memory.workers import store_values as v
 
 POOL = 100
@@ -189,11 +195,64 @@ def where_missed(convs: list[Conversation], pools: dict) -> str:
     return f"{sorted(places.items())}; by category {sorted(categories.items())}"
 
 
+def eng_notes_prior(config, path: Path, weights: list[float]) -> list[str]:
+    """The session-BM25 prior on an engineering-notes file: its notes stored the agent's
+    way, each question's deep recall at top_k ``POOL``, episodes by the palace's rule
+    (same room within ``retrieval.EPISODE_WINDOW_S``) as the BM25 documents."""
+    data = json.loads(path.read_text())
+    notes = data["drawers"]
+    written = [
+        context.Written(n["room"], context.seconds_of(n["created_at"]), n["text"]) for n in notes
+    ]
+    episode = [0]
+    for a, b in itertools.pairwise(written):
+        episode.append(episode[-1] + (not context.same_episode(a, b, retrieval.EPISODE_WINDOW_S)))
+    of = {n["id"]: e for n, e in zip(notes, episode, strict=True)}
+    texts: dict[int, list[str]] = {}
+    for n, e in zip(notes, episode, strict=True):
+        texts.setdefault(e, []).append(n["text"])
+    table = Bm25(["\n".join(texts[e]) for e in sorted(texts)])  # doc number = episode
+    palace = f"eng-{path.stem}".replace("_", "-")
+    ids: dict[str, str] = {}
+    with Client(config, autostart=False) as client:
+        if palace in client.palace_list():  # a reused home: start this palace afresh
+            client.palace_delete(palace)
+        client.palace_create(palace)
+        for n in notes:
+            params = {k: n[k] for k in ("text", "room", "tags", "created_at")}
+            ids[client.call("memory_remember", params, palace=palace)["drawer_id"]] = n["id"]
+        pools = [
+            [(ids[h["drawer_id"]], h["score"]) for h in client.call(
+                "memory_recall_deep", {"query": q["question"], "top_k": POOL}, palace=palace
+            )["results"]]
+            for q in data["questions"]
+        ]  # fmt: skip
+    out = []
+    for w in weights:
+        sums = [0.0, 0.0, 0.0]
+        for q, hits in zip(data["questions"], pools, strict=True):
+            ranks = table.rank(v.fts_terms(q["question"]))
+            scores = {n: s + (w / (6 + ranks[of[n]]) if of[n] in ranks else 0.0) for n, s in hits}
+            ranked = sorted(scores, key=lambda n: -scores[n])
+            for j, k in enumerate((1, 5, 10)):
+                sums[j] += len(set(q["gold"]) & set(ranked[:k])) / len(q["gold"])
+        figures = " / ".join(f"{100 * x / len(pools):.1f}" for x in sums)
+        out.append(f"{path.name} ({len(texts)} episodes), session-bm25 {w}: {figures}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit-conversations", type=int, default=None)
     parser.add_argument("--questions-per-conversation", type=int, default=None)
     parser.add_argument("--home", type=Path, default=None, help="reuse a loaded daemon home")
+    parser.add_argument(
+        "--eng-notes",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="also: the session-BM25 prior on these engineering-notes files (R@1 / R@5 / R@10)",
+    )
     args = parser.parse_args(argv)
     convs = load(json.loads(Path(lm.DEFAULT_DATA).read_bytes()), LoadReport())
     convs = convs[: args.limit_conversations]
@@ -211,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             pools = deep_pools(daemon.config, convs)
             with Client(daemon.config, autostart=False) as client:
                 vectors = lm.embed(client, vocab)
+            notes = [line for path in args.eng_notes
+                     for line in eng_notes_prior(daemon.config, path, [0.0, 0.1, 0.4])]  # fmt: skip
     finally:
         if args.home is None:
             shutil.rmtree(home, ignore_errors=True)
@@ -223,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     for k, tau, w in ((3, 0.5, 0.3), (3, 0.5, 0.5)):
         lever = widened_words(vocab, vectors, k, tau, w)
         print(f"widened-words {k} {tau} {w}: {measure(convs, pools, lever)}")
+    for line in notes:
+        print(f"engineering notes: {line}", file=sys.stderr)
     print(f"missed gold sessions, by place: {where_missed(convs, pools)}", file=sys.stderr)
     return 0
 
