@@ -36,6 +36,7 @@ little-endian float32, so an export re-imports byte for byte.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import sys
@@ -43,6 +44,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 import msgspec
@@ -447,3 +449,36 @@ def export_jsonl(
             after = page.next_after
     out.flush()
     return summary
+
+
+def export_file(client: Client, palace: str, path: Path, **options: Any) -> ExportSummary:
+    """``export_jsonl`` into the file ``path``, which only ever appears whole: the lines go
+    to a temporary file beside it, flushed to disk and renamed into place. An export that
+    fails or is interrupted leaves no truncated file, which would import without a word
+    as if it were the whole palace, and never replaces the last good export of that
+    name. A path that is not a regular file (``/dev/stdout``, a named pipe) is written
+    straight through."""
+    if path.exists() and not path.is_file():
+        with _opened(path, path) as out:
+            return export_jsonl(client, palace, out, **options)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with _opened(tmp, path) as out:
+            summary = export_jsonl(client, palace, out, **options)
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return summary
+
+
+def _opened(path: Path, named: Path) -> IO[bytes]:
+    """``path`` opened for writing; if it cannot be, an error naming ``named``, the path
+    the user gave."""
+    try:
+        return open(path, "wb")  # the caller's ``with`` closes it
+    except OSError as exc:
+        raise p.TrustyError(
+            p.ErrorCode.INVALID_PARAMS, f"export: cannot write {named}: {exc.strerror or exc}"
+        ) from None

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 from trusty_memory.cli_extended import (
     cmd_health,
@@ -368,10 +369,9 @@ def cmd_export(args) -> int:
             client, args.palace, sys.stdout.buffer, vectors=not args.no_vectors, progress=progress
         )
     else:
-        with open(args.output, "wb") as out:
-            summary = bulk.export_jsonl(
-                client, args.palace, out, vectors=not args.no_vectors, progress=progress
-            )
+        summary = bulk.export_file(
+            client, args.palace, Path(args.output), vectors=not args.no_vectors, progress=progress
+        )
     progress.close()
     print(f"exported {summary.drawers} drawers, {summary.triples} triples", file=sys.stderr)
     return 0

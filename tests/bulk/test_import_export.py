@@ -332,3 +332,42 @@ def test_held_interrupts_raise_once_the_block_is_done():
         reached.append(True)
     assert reached == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+class FailsMidExport(Client):
+    """The real client, with the daemon's answer lost after the first page of an export."""
+
+    pages = 0
+
+    def call(self, method: str, params=None, **kwargs):
+        if method == "palace_export":
+            self.pages += 1
+            if self.pages > 1:
+                raise ConnectionError("the daemon went away")
+        return super().call(method, params, **kwargs)
+
+
+def test_an_export_that_fails_leaves_the_last_good_file_alone(client, daemon, tmp_path):
+    from trusty_memory.client import bulk
+
+    client.palace_create("half-out")
+    for i in range(3):
+        client.remember("half-out", f"note {i} on the release train")
+    backup = tmp_path / "backup.jsonl"
+    done = cli(daemon, "export", "half-out", "-o", str(backup))
+    assert done.returncode == 0, done.stderr
+    good = backup.read_bytes()
+    assert oct(backup.stat().st_mode & 0o777) == "0o600"
+
+    failing = FailsMidExport(daemon.config, autostart=False)
+    try:
+        with pytest.raises(ConnectionError):
+            bulk.export_file(failing, "half-out", backup, page_size=1)
+    finally:
+        failing.close()
+    assert backup.read_bytes() == good  # not truncated, not replaced
+    assert [p.name for p in tmp_path.iterdir()] == ["backup.jsonl"]  # no temporary left
+
+    done = cli(daemon, "export", "half-out", "-o", str(tmp_path / "nowhere" / "x.jsonl"))
+    assert done.returncode != 0 and b"Traceback" not in done.stderr
+    assert f"export: cannot write {tmp_path}/nowhere/x.jsonl".encode() in done.stderr
