@@ -31,6 +31,17 @@ def run_bench(*args: str, timeout: float = 280) -> subprocess.CompletedProcess:
     return done
 
 
+def assert_two_probe_lines(done: subprocess.CompletedProcess) -> None:
+    """A probe's two lines, each four figures after its colon that are recalls: one
+    LoCoMo figure, then R@1 <= R@5 <= R@10 on the engineering notes."""
+    lines = done.stdout.decode().strip().splitlines()
+    assert len(lines) == 2, lines
+    for line in lines:
+        figures = [float(x) for x in re.findall(r"\d+\.\d+", line.split(":", 1)[1])]
+        assert len(figures) == 4 and all(0 < f <= 100 for f in figures), line
+        assert figures[1] <= figures[2] <= figures[3], line
+
+
 def test_engine_bench_smoke(tmp_path):
     out = tmp_path / "engine.json"
     run_bench("-m", "bench.engine", "--drawers", "300", "--samples", "30", "--seconds", "2",
@@ -128,12 +139,7 @@ def test_successor_mix_probe_smoke():
     """The successor-mix probe on one conversation: weight 0 and one other, both sets."""
     done = run_bench("bench/probe_successor_mix.py", "--limit-conversations", "1",
                      "--weights", "0,0.3")  # fmt: skip
-    lines = done.stdout.decode().strip().splitlines()
-    assert len(lines) == 2, lines
-    for line in lines:
-        figures = [float(x) for x in re.findall(r"\d+\.\d+", line.split(":", 1)[1])]
-        assert len(figures) == 4 and all(0 < f <= 100 for f in figures), line
-        assert figures[1] <= figures[2] <= figures[3], line  # R@1 <= R@5 <= R@10
+    assert_two_probe_lines(done)
 
 
 def test_eng_notes_bench_smoke(tmp_path):
@@ -193,9 +199,4 @@ def test_extended_bench_smoke(tmp_path):
 def test_context_bm25_probe_smoke():
     """The context-aware BM25 probe: two weights, both sets, figures that are recalls."""
     done = run_bench("bench/probe_context_bm25.py", "--weights", "0,0.4", timeout=120)
-    lines = done.stdout.decode().strip().splitlines()
-    assert len(lines) == 2, lines
-    for line in lines:
-        figures = [float(x) for x in re.findall(r"\d+\.\d+", line.split(":", 1)[1])]
-        assert len(figures) == 4 and all(0 < f <= 100 for f in figures), line
-        assert figures[1] <= figures[2] <= figures[3], line  # R@1 <= R@5 <= R@10
+    assert_two_probe_lines(done)

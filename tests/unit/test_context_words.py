@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import sqlite_utils
 
 from trusty_memory import protocol as p
 from trusty_memory.config import PalaceSettings
@@ -24,6 +23,7 @@ from trusty_memory.workers import bulk, context, maintenance, store_edit, store_
 from trusty_memory.workers.store import PalaceStore
 
 from .test_store import DIM, SETTINGS, at_cosine, fake_embed, fill, sql
+from .test_store_edit import palace_at_version
 
 QUESTION = "Caroline, where did you go hiking last weekend?"
 REPLY = "Up the Zugspitze, with my sister!"
@@ -199,10 +199,7 @@ def test_the_v6_migration_gives_stored_drawers_their_predecessors_words(tmp_path
     """A v5 palace: the drawer after another in the same room within the episode window
     gets its words; one in another room, or written later, gets none."""
     path = tmp_path / "palace.sqlite3"
-    db = sqlite_utils.Database(sqlite3.connect(str(path)))
-    for version, migration in enumerate(store_schema.MIGRATIONS[:5], start=1):
-        migration(db)
-        db.execute(f"PRAGMA user_version = {version}")
+    db = palace_at_version(path, 5)
     rows = [
         ("q", QUESTION, "chat", AT),
         ("r", REPLY, "chat", LATER),

@@ -4,10 +4,13 @@ reader that follows all of it from the change log."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+import sqlite_utils
 
 from tests.unit.test_store import SETTINGS, fake_embed, remember, sql
 from trusty_memory.protocol import (
@@ -21,7 +24,7 @@ from trusty_memory.protocol import (
     TrustyError,
     UpdateParams,
 )
-from trusty_memory.workers import maintenance, store_edit, store_search
+from trusty_memory.workers import maintenance, store_edit, store_schema, store_search
 from trusty_memory.workers.store import PalaceStore
 from trusty_memory.workers.store_read import ReadStore
 from trusty_memory.workers.store_values import check_timestamp
@@ -241,19 +244,19 @@ def test_setting_importance_undoes_the_dreamers_decay(store, palace_dir):
     assert sql(palace_dir, "SELECT importance, base_importance FROM drawers") == [(0.6, None)]
 
 
+def palace_at_version(path: Path, version: int) -> sqlite_utils.Database:
+    """Test helper: a palace file as release ``version`` of the schema left it."""
+    db = sqlite_utils.Database(sqlite3.connect(str(path)))
+    for at, migration in enumerate(store_schema.MIGRATIONS[:version], start=1):
+        migration(db)
+        db.execute(f"PRAGMA user_version = {at}")
+    return db
+
+
 def test_a_version_2_palace_keeps_its_archive_through_the_migration(tmp_path):
     """Schema v3 copies the archive into a table that allows reason 'updated'."""
-    import sqlite3
-
-    import sqlite_utils
-
-    from trusty_memory.workers import store_schema
-
     path = tmp_path / "palace.sqlite3"
-    db = sqlite_utils.Database(sqlite3.connect(str(path)))
-    for version, migration in enumerate(store_schema.MIGRATIONS[:2], start=1):
-        migration(db)
-        db.execute(f"PRAGMA user_version = {version}")
+    db = palace_at_version(path, 2)
     db.execute(
         "INSERT INTO archive (id, content, room, tags, importance, created_at, hits,"
         " content_hash, vector, archived_at, reason) VALUES"
@@ -330,17 +333,8 @@ def test_times_before_year_1000_are_stored_with_four_digits_and_order_as_text(st
 
 
 def test_the_v7_migration_gives_old_short_years_their_zeros(tmp_path):
-    import sqlite3
-
-    import sqlite_utils
-
-    from trusty_memory.workers import store_schema
-
     path = tmp_path / "palace.sqlite3"
-    db = sqlite_utils.Database(sqlite3.connect(str(path)))
-    for version, migration in enumerate(store_schema.MIGRATIONS[:6], start=1):
-        migration(db)
-        db.execute(f"PRAGMA user_version = {version}")
+    db = palace_at_version(path, 6)
     db.execute(
         "INSERT INTO drawers (id, content, room, created_at, content_hash, vector, decay_from)"
         " VALUES ('a', 'old', 'General', '5-01-02T00:00:00Z', 'h', x'00', '99-01-01T00:00:00Z'),"
