@@ -461,9 +461,10 @@ def export_file(client: Client, palace: str, path: Path, **options: Any) -> Expo
     if path.exists() and not path.is_file():
         with _opened(path, path) as out:
             return export_jsonl(client, palace, out, **options)
+    named, path = path, path.resolve()  # through a symlink: the file it names is replaced
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with _opened(tmp, path) as out:
+        with _opened(tmp, named) as out:
             summary = export_jsonl(client, palace, out, **options)
             os.fsync(out.fileno())
         os.replace(tmp, path)

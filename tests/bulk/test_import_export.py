@@ -368,6 +368,11 @@ def test_an_export_that_fails_leaves_the_last_good_file_alone(client, daemon, tm
     assert backup.read_bytes() == good  # not truncated, not replaced
     assert [p.name for p in tmp_path.iterdir()] == ["backup.jsonl"]  # no temporary left
 
+    latest = tmp_path / "latest.jsonl"
+    latest.symlink_to(backup)
+    assert cli(daemon, "export", "half-out", "-o", str(latest)).returncode == 0
+    assert latest.is_symlink() and backup.read_bytes() == good  # written through the link
+
     done = cli(daemon, "export", "half-out", "-o", str(tmp_path / "nowhere" / "x.jsonl"))
     assert done.returncode != 0 and b"Traceback" not in done.stderr
     assert f"export: cannot write {tmp_path}/nowhere/x.jsonl".encode() in done.stderr
