@@ -278,13 +278,20 @@ def discard_created(client: Client, palace: str) -> dict[str, Any]:
 @contextlib.contextmanager
 def held_interrupts() -> Iterator[None]:
     """Hold SIGINT and SIGTERM until the block ends, then raise ``KeyboardInterrupt`` if
-    one came. Signal handlers belong to the main thread, so elsewhere this holds nothing."""
+    one came. A second one raises at once: with the daemon hung, the block may wait out a
+    request's deadline, and whoever presses Ctrl-C twice means it. Signal handlers belong
+    to the main thread, so elsewhere this holds nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     came: list[int] = []
-    before = {sig: signal.signal(sig, lambda signum, _frame: came.append(signum))
-              for sig in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
+
+    def hold(signum: int, _frame: object) -> None:
+        if came:
+            raise KeyboardInterrupt
+        came.append(signum)
+
+    before = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
