@@ -41,8 +41,8 @@ from locomo_data import LoadReport, load, score
 
 from trusty_memory.client.sync import Client
 from trusty_memory.config import load_config
-from trusty_memory.workers import retrieval
-from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.workers import retrieval, store_schema
+from trusty_memory.workers.store_read import DB_FILE, ReadStore
 
 NOTE_SETS = {"eng": None, "eng7": 7, "eng99": 99, "history": "history"}
 ALL_SETS = ("locomo", *NOTE_SETS)
@@ -95,7 +95,11 @@ def load_home(home: Path, sets: list[str], convs) -> None:
 
 
 def open_store(home: Path, palace: str, settings) -> ReadStore:
-    return ReadStore.open_reader(home / "palaces" / palace, palace, settings)
+    """The palace read-only, after its writer's migrations (as a writer starting first
+    would run them on a home loaded by older code)."""
+    palace_dir = home / "palaces" / palace
+    store_schema.connect(palace_dir / DB_FILE).close()
+    return ReadStore.open_reader(palace_dir, palace, settings)
 
 
 def replay_locomo(home: Path, convs, settings) -> dict:

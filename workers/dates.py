@@ -21,10 +21,17 @@ read: the time a question is asked is not the time its answer was written.
 A day's window reaches 12 hours either side of the calendar day (UTC), so that a note
 written late in the evening somewhere west of Greenwich, or early in the morning east
 of it, still falls inside its own day.
+
+A drawer's side: ``mentioned`` reads the days a drawer's own text speaks of, relative
+ones included, against the time it was written ("Yesterday I met some artists in Boston",
+written on October 4, speaks of October 3). The palace keeps them (``drawer_days``,
+``store_schema``), and the date list takes a drawer whose days meet the question's as it
+takes one written then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable
@@ -114,3 +121,137 @@ def _month(year: int, month: int) -> list[tuple[datetime, datetime]]:
     except ValueError:  # December 9999 ends past what a datetime holds
         return []
     return [(start, end)]
+
+
+# -- the days a drawer speaks of ------------------------------------------------------------
+
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_NUMBER = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_COUNT = r"(a|an|one|two|three|four|five|six|\d{1,2})"
+_WEEKDAY = "|".join(WEEKDAYS)
+_RELATIVE = re.compile(
+    r"\b(?i:(yesterday|last night|tomorrow|the other day|a few days ago|a couple of days ago"
+    rf"|{_COUNT} (day|week|month)s? ago"
+    rf"|(last|this|next) (week|weekend|month|{_WEEKDAY})))\b"
+)
+
+
+def mentioned(text: str, written: datetime) -> list[tuple[str, str]]:
+    """The spans of the days ``text`` speaks of, read against ``written`` (its
+    ``created_at``): "yesterday", "last Friday", "two weeks ago", "last month", "on
+    October 3". A note is mostly written after what it tells ("Yesterday I met some
+    artists in Boston"), so a question about October 3 should find a note written on
+    the 4th; deep recall's date list reads these beside ``created_at``.
+
+    Same forms as ``windows`` for absolute dates (a date without a year is the one
+    nearest before ``written``, or up to half a year after: a plan); relative ones name
+    a day, a week, a weekend or a month. "Recently", "last year" and the like are not
+    read: they cover too much to single anything out. Sorted, no repeats, in the stored
+    form; the day itself (``written``'s own) is not repeated, ``created_at`` covers it.
+    """
+    written = written.astimezone(UTC)
+    day0 = datetime(written.year, written.month, written.day, tzinfo=UTC)
+    year_of = functools.partial(_year_near, written)
+    found: set[tuple[datetime, datetime]] = set()
+    taken: list[tuple[int, int]] = []
+    reads = [(match, _relative, day0) for match in _RELATIVE.finditer(text)]
+    for kind, pattern in _PATTERNS[:4]:  # "in October" alone is too loose in a note
+        for match in pattern.finditer(text):
+            if not any(start < match.end() and match.start() < end for start, end in taken):
+                taken.append(match.span())
+                reads.append((match, functools.partial(_absolute, kind), year_of))
+    for match, read, against in reads[:MAX_SPANS]:
+        # A span past the calendar's edges (a note written in year 1 or 9999) is none.
+        with contextlib.suppress(OverflowError, ValueError):
+            found.update(read(match, against))
+    with contextlib.suppress(OverflowError):
+        found.discard(_days(day0, 1))
+    return [(stored_time(s), stored_time(e)) for s, e in sorted(found)]
+
+
+LONGEST_MENTION = timedelta(days=32)  # no span ``mentioned`` gives is longer (a month)
+
+
+def earliest_overlap(start: str) -> str:
+    """The earliest start (stored form) of a mentioned span that can still reach past
+    ``start``: the lower bound that lets the overlap query use ``drawer_days``' index."""
+    when = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    try:
+        return stored_time(when - LONGEST_MENTION)
+    except OverflowError:  # within a month of year 1
+        return "0000"
+
+
+def _relative(match: re.Match[str], day0: datetime) -> list[tuple[datetime, datetime]]:
+    day = timedelta(days=1)
+    phrase = match[1].lower()
+    if phrase in ("yesterday", "last night"):
+        return [_days(day0 - day, 1)]
+    if phrase == "tomorrow":
+        return [_days(day0 + day, 1)]
+    if phrase in ("the other day", "a few days ago", "a couple of days ago"):
+        return [_days(day0 - 4 * day, 3)]
+    if match[2] is not None:  # "two weeks ago"
+        count = _NUMBER.get(match[2].lower()) or int(match[2])
+        unit = match[3].lower()
+        if unit == "day":
+            return [_days(day0 - count * day, 1)]
+        if unit == "week":
+            return [_days(day0 - (7 * count + 3) * day, 7)]
+        return _months_back(day0, count)
+    which, unit = match[4].lower(), match[5].lower()
+    step = {"last": -1, "this": 0, "next": 1}[which]
+    if unit == "month":
+        return _months_back(day0, -step)
+    monday = day0 - day0.weekday() * day
+    if unit == "week":
+        return [_days(monday + 7 * step * day, 7)]
+    if unit == "weekend":
+        return [_days(monday + (5 + 7 * step) * day, 2)]
+    # "last Friday": the latest Friday before the day written, up to a week back;
+    # "next Friday", the first after it; "this Friday", the one of its week.
+    target = WEEKDAYS.index(unit)
+    if step == 0:
+        return [_days(monday + target * day, 1)]
+    back = (day0.weekday() - target) % 7 or 7
+    if step < 0:
+        return [_days(day0 - back * day, 1)]
+    return [_days(day0 + ((target - day0.weekday()) % 7 or 7) * day, 1)]
+
+
+def _days(start: datetime, count: int) -> tuple[datetime, datetime]:
+    return (start - DAY_SLACK, start + timedelta(days=count) + DAY_SLACK)
+
+
+def _months_back(day0: datetime, count: int) -> list[tuple[datetime, datetime]]:
+    index = day0.year * 12 + day0.month - 1 - count
+    return _month(index // 12, index % 12 + 1) if index >= 12 else []
+
+
+def _year_near(written: datetime, month: int, day: int = 1) -> int:
+    """The year of a date named without one: the latest on or before ``written``, unless
+    that is more than half a year back and the next year's is within half a year ahead."""
+    year = written.year
+    try:
+        when = datetime(year, month, day, tzinfo=UTC)
+    except ValueError:
+        return year
+    if when - written > timedelta(days=183):
+        return year - 1
+    return year
+
+
+def _absolute(
+    kind: str, match: re.Match[str], year_of: Callable[..., int]
+) -> list[tuple[datetime, datetime]]:
+    """An absolute date a drawer names; without a year, the one ``year_of`` picks."""
+    if kind == "iso":
+        return _spans(kind, match, lambda: range(0))
+    if kind == "my":
+        return _spans(kind, match, lambda: range(0))
+    if kind == "mdy":
+        month, day = MONTHS.index(match[1]) + 1, int(match[2])
+    else:
+        day, month = int(match[1]), MONTHS.index(match[2]) + 1
+    year = match[3]
+    return _day(int(year) if year else year_of(month, day), month, day)

@@ -546,8 +546,10 @@ class ReadStore:
         self, query_text: str, query: np.ndarray, n: int, allowed: set[int] | None
     ) -> list[int]:
         """The drawers written within the dates the query names (``workers/dates.py``),
-        ranked by the query's vector; none when it names no date, or when its dates
-        cover half the palace or more (the list would only repeat the vector list)."""
+        or whose text speaks of a day within them (``drawer_days``: "yesterday" in a note
+        written the day after), ranked by the query's vector; none when it names no date,
+        or when its dates cover half the palace or more (the list would only repeat the
+        vector list)."""
         spans = dates.windows(query_text or "", self._years)
         if not spans:
             return []
@@ -556,8 +558,10 @@ class ReadStore:
             inside.update(
                 row[0]
                 for row in self._conn.execute(
-                    "SELECT label FROM drawers WHERE created_at >= ? AND created_at < ?",
-                    (start, end),
+                    "SELECT label FROM drawers WHERE created_at >= ? AND created_at < ?"
+                    " UNION SELECT label FROM drawer_days"
+                    " WHERE start >= ? AND start < ? AND end > ?",
+                    (start, end, dates.earliest_overlap(start), end, start),
                 )
             )
         if allowed is not None:

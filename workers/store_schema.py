@@ -18,14 +18,17 @@ To change the schema, append a function to ``MIGRATIONS``; never edit a released
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import sqlite_utils
 
 from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.workers import dates
 
 BUSY_TIMEOUT_MS = 5000
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -295,6 +298,54 @@ def _v7_four_digit_years(db: sqlite_utils.Database) -> None:
             )
 
 
+def _v8_mentioned_days(db: sqlite_utils.Database) -> None:
+    """``drawer_days``: the days a drawer's text speaks of, read against its
+    ``created_at`` ("yesterday", "last Friday", "on October 3": ``dates.mentioned``), one
+    row per span, so deep recall's date list finds a note written the day after what it
+    tells. Kept by triggers, as full-text search is, so no write path can forget it: they
+    call ``trusty_days``, which ``connect`` registers on every connection that writes.
+    The drawers already stored are read once, here."""
+    insert = """INSERT INTO drawer_days (label, start, end)
+                SELECT new.label, json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                FROM json_each(trusty_days(new.content, new.created_at));"""
+    statements = [
+        """CREATE TABLE drawer_days (
+            label INTEGER NOT NULL,
+            start TEXT NOT NULL,
+            end TEXT NOT NULL
+        )""",
+        "CREATE INDEX drawer_days_start ON drawer_days(start)",
+        "CREATE INDEX drawer_days_label ON drawer_days(label)",
+        f"""CREATE TRIGGER drawer_days_insert AFTER INSERT ON drawers BEGIN
+            {insert}
+        END""",
+        """CREATE TRIGGER drawer_days_delete AFTER DELETE ON drawers BEGIN
+            DELETE FROM drawer_days WHERE label = old.label;
+        END""",
+        f"""CREATE TRIGGER drawer_days_update AFTER UPDATE OF content, created_at ON drawers
+        BEGIN
+            DELETE FROM drawer_days WHERE label = old.label;
+            {insert}
+        END""",
+        """INSERT INTO drawer_days (label, start, end)
+            SELECT d.label, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
+            FROM drawers d, json_each(trusty_days(d.content, d.created_at)) j""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+def mentioned_days(content: str, created_at: str) -> str:
+    """``dates.mentioned`` as SQLite's triggers call it: a JSON list of ``[start, end]``.
+    Never raises (a failure inside a trigger would fail the write): a time or a text it
+    cannot read speaks of no day."""
+    try:
+        written = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+        return json.dumps(dates.mentioned(content, written))
+    except Exception:  # see the docstring
+        return "[]"
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_dreamer,
@@ -303,6 +354,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v5_created_at_index,
     _v6_context_words,
     _v7_four_digit_years,
+    _v8_mentioned_days,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -317,6 +369,7 @@ def connect(path: Path, synchronous: str = "NORMAL") -> sqlite_utils.Database:
         # No sqlite-utils plugins: whatever happens to be installed must not hook a palace's
         # connection, and looking for them costs 18 ms and 1.5 MB in every worker.
         db = sqlite_utils.Database(conn, execute_plugins=False)
+        conn.create_function("trusty_days", 2, mentioned_days, deterministic=True)
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         db.enable_wal()
         db.execute(f"PRAGMA synchronous = {mode}")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from trusty_memory.workers.dates import windows
-from trusty_memory.workers.store_values import check_timestamp
+from trusty_memory.workers.dates import mentioned, windows
+from trusty_memory.workers.store_values import check_timestamp, stored_time
 
 YEARS = range(2022, 2024)
 
@@ -103,3 +105,80 @@ def test_what_one_question_can_cost_is_bounded():
     many = " ".join(f"on March {d}," for d in range(1, 32))
     assert len(windows(many, lambda: range(2020, 2026))) == 31 * 6 <= MAX_SPANS
     assert windows(many, wide) == []
+
+
+# -- the days a drawer speaks of (``mentioned``) -------------------------------------------
+
+WRITTEN = datetime(2023, 10, 4, 14, 0, tzinfo=UTC)  # a Wednesday
+
+
+def day(d: str) -> tuple[str, str]:
+    """The span ``mentioned`` gives one calendar day: half a day either side."""
+    start = datetime.fromisoformat(d).replace(tzinfo=UTC)
+    return (stored_time(start - timedelta(hours=12)), stored_time(start + timedelta(hours=36)))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Yesterday I met some artists in Boston", [day("2023-10-03")]),
+        ("Twisted my knee last night", [day("2023-10-03")]),
+        ("Last Friday I went to the car show", [day("2023-09-29")]),
+        ("I fly out next Monday", [day("2023-10-09")]),
+        ("we ship tomorrow", [day("2023-10-05")]),
+        ("Two days ago the gateway went down", [day("2023-10-02")]),
+        ("3 days ago", [day("2023-10-01")]),
+        ("on October 13 we meet again", [day("2023-10-13")]),
+        ("born on 3 May 1990", [day("1990-05-03")]),
+    ],
+)
+def test_a_drawer_speaks_of_the_days_it_names_read_against_when_it_was_written(text, expected):
+    assert mentioned(text, WRITTEN) == expected
+
+
+def test_weeks_weekends_and_months_are_spans_of_their_own():
+    assert mentioned("last week was rough", WRITTEN) == [
+        (stored_time(datetime(2023, 9, 24, 12, tzinfo=UTC)),
+         stored_time(datetime(2023, 10, 2, 12, tzinfo=UTC)))
+    ]  # fmt: skip
+    assert mentioned("last weekend we hiked", WRITTEN) == [
+        (stored_time(datetime(2023, 9, 29, 12, tzinfo=UTC)),
+         stored_time(datetime(2023, 10, 2, 12, tzinfo=UTC)))
+    ]  # fmt: skip
+    assert mentioned("Last month the bill doubled", WRITTEN) == [
+        ("2023-09-01T00:00:00Z", "2023-10-01T00:00:00Z")
+    ]
+    assert mentioned("I'm moving next month", WRITTEN) == [
+        ("2023-11-01T00:00:00Z", "2023-12-01T00:00:00Z")
+    ]
+
+
+def test_last_weekday_on_that_weekday_is_a_week_back():
+    friday = datetime(2023, 9, 29, 9, tzinfo=UTC)
+    assert mentioned("last Friday", friday) == [day("2023-09-22")]
+
+
+def test_a_date_without_a_year_is_the_one_nearest_before_or_a_plan_within_half_a_year():
+    january = datetime(2024, 1, 10, tzinfo=UTC)
+    assert mentioned("the December 20 outage", january) == [day("2023-12-20")]
+    assert mentioned("the launch on March 3", january) == [day("2024-03-03")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "today was long",  # the day it was written: created_at says so already
+        "recently I started running",
+        "last year was hard",
+        "May I ask what you think?",
+        "in March we met",  # a month alone in a note is too loose
+        "no dates here",
+    ],
+)
+def test_what_names_no_day_of_its_own(text):
+    assert mentioned(text, WRITTEN) == []
+
+
+def test_a_note_written_at_the_edges_of_the_calendar_speaks_of_no_day():
+    assert mentioned("yesterday and last month", datetime(1, 1, 1, tzinfo=UTC)) == []
+    assert mentioned("tomorrow and next month", datetime(9999, 12, 31, tzinfo=UTC)) == []

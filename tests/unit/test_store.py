@@ -333,6 +333,45 @@ def test_deep_recall_ranks_what_was_written_in_the_month_a_question_names(store,
     assert top() != "auth gateway envoy pinned to 1.3"
 
 
+def test_deep_recall_finds_a_note_written_the_day_after_the_date_a_question_names(store):
+    """ "Which city was Calvin in on October 3, 2023?": the note that says so was written
+    on the 4th ("Yesterday I met some artists in Boston"); the date list finds it by
+    the day it speaks of, though another note is closer by vector."""
+    query = fake_embed("the query")
+    fill(store, 30, created_at="2023-09-01T08:00:00Z")
+    store.remember_batch(
+        [
+            (RememberParams(text="Calvin: Yesterday I met some artists in Boston.",
+                            created_at="2023-10-04T15:00:00Z"), at_cosine(query, 0.3, "a")),
+            (RememberParams(text="Calvin: The city lights are amazing.",
+                            created_at="2023-11-20T15:00:00Z"), at_cosine(query, 0.5, "b")),
+        ]
+    )  # fmt: skip
+    question = "Which city was Calvin at on October 3, 2023?"
+    assert store.recall(question, query, 1, deep=True)[0].content.startswith("Calvin: Yesterday")
+    assert store.recall("Which city was Calvin at?", query, 1, deep=True)[0].content == (
+        "Calvin: The city lights are amazing."
+    )
+
+
+def test_the_days_a_drawer_speaks_of_follow_it_through_every_write(store, palace_dir):
+    """Kept by triggers (``store_schema._v8_mentioned_days``): written with the drawer,
+    gone with it, read again when a merge moves its time."""
+
+    def days() -> list[tuple[str, str, str]]:
+        return sql(palace_dir, "SELECT d.content, start, end FROM drawer_days"
+                               " JOIN drawers d USING (label) ORDER BY start")  # fmt: skip
+
+    dated = remember(store, "we shipped it yesterday", created_at="2026-03-05T10:00:00Z")
+    remember(store, "plain note", created_at="2026-03-05T10:00:00Z")
+    assert days() == [("we shipped it yesterday", "2026-03-03T12:00:00Z", "2026-03-05T12:00:00Z")]
+    store.db.execute("UPDATE drawers SET created_at = '2026-04-05T10:00:00Z' WHERE id = ?", [dated])
+    assert days()[0][1:] == ("2026-04-03T12:00:00Z", "2026-04-05T12:00:00Z")
+    store.forget(dated)
+    assert days() == []
+    assert sql(palace_dir, "SELECT count(*) FROM drawer_days") == [(0,)]
+
+
 def test_dates_at_the_edges_of_the_calendar_do_not_break_deep_recall(store):
     fill(store, 5, prefix="first", created_at="0001-01-01T00:00:00Z")
     fill(store, 5, prefix="last", created_at="9999-12-31T00:00:00Z")

@@ -360,3 +360,25 @@ def test_the_v7_migration_gives_old_short_years_their_zeros(tmp_path):
         ]
     finally:
         migrated.close()
+
+
+def test_the_v8_migration_reads_the_days_stored_drawers_speak_of(tmp_path):
+    path = tmp_path / "palace.sqlite3"
+    db = palace_at_version(path, 7)
+    db.execute(
+        "INSERT INTO drawers (id, content, room, created_at, content_hash, vector) VALUES"
+        " ('a', 'Yesterday I met artists in Boston', 'General', '2023-10-04T14:00:00Z', 'h',"
+        " x'00'), ('b', 'nothing dated', 'General', '2023-10-04T14:00:00Z', 'h', x'00'),"
+        " ('c', 'last Friday, says a note of year 1', 'General', '0001-01-01T00:00:00Z', 'h',"
+        " x'00')"
+    )
+    db.conn.commit()
+    db.close()
+    migrated = store_schema.connect(path)
+    try:
+        assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
+        assert migrated.execute(
+            "SELECT d.id, start, end FROM drawer_days JOIN drawers d USING (label)"
+        ).fetchall() == [("a", "2023-10-02T12:00:00Z", "2023-10-04T12:00:00Z")]
+    finally:
+        migrated.close()
