@@ -70,15 +70,20 @@ def room_of(files: list[str]) -> str:
 
 
 def notes(rev: str) -> list[dict]:
-    """One note per commit reachable from ``rev``, oldest first."""
+    """One note per commit reachable from ``rev``, oldest first (a message repeated word
+    for word is one note)."""
     out = subprocess.run(
         ["git", "-C", str(REPO), "log", "--reverse", "--name-only", "--date=iso-strict",
          f"--format={SEP}%h{FIELD}%cd{FIELD}%B{FIELD}", rev],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     drawers = []
+    seen: set[str] = set()
     for chunk in out.split(SEP)[1:]:
         short, when, message, names = chunk.split(FIELD)
+        if message.strip() in seen:
+            continue  # a restatement: the product keeps one drawer of it
+        seen.add(message.strip())
         files = [line for line in names.splitlines() if line.strip()]
         folders = sorted({top_level(f).lstrip(".") for f in files if "/" in f})
         drawers.append(
