@@ -200,3 +200,23 @@ def test_context_bm25_probe_smoke():
     """The context-aware BM25 probe: two weights, both sets, figures that are recalls."""
     done = run_bench("bench/probe_context_bm25.py", "--weights", "0,0.4", timeout=120)
     assert_two_probe_lines(done)
+
+
+def test_replay_smoke(tmp_path):
+    """Deep recall replayed in process on the project-history set: loaded once through a
+    real daemon, then replayed from the same home; its figures are the product's (the
+    committed run of ``bench/eng_notes.py`` on the same set), within a question or so of
+    another machine's floating point."""
+    home = tmp_path / "home"
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    run_bench("bench/replay.py", "--home", str(home), "--sets", "history", "--out", str(first))
+    run_bench("bench/replay.py", "--home", str(home), "--sets", "history",
+              "--set", "retrieval.FEEDBACK_WEIGHT=0", "--out", str(second))  # fmt: skip
+    shipped = json.loads(first.read_text())["results"]["history"]["all"]
+    product = json.loads((ROOT / "bench/results/history_notes.json").read_text())
+    overall = product["results"]["memory_recall_deep"]["overall"]
+    for got, want in zip(shipped, (overall["r1"], overall["r5"], overall["r10"]), strict=True):
+        assert abs(got - want) <= 1.5, (shipped, overall)
+    without = json.loads(second.read_text())
+    assert without["set"] == ["retrieval.FEEDBACK_WEIGHT=0"]
+    assert 0 <= without["results"]["history"]["all"][0] <= 100
