@@ -4,6 +4,7 @@ request without an answer. Real daemon, real host, real sockets."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -133,14 +134,21 @@ def test_another_user_cannot_reach_the_host(home):
 
 
 def test_a_call_that_starts_the_daemon_reports_progress():
+    """A call that waits for the daemon hears progress once a second. Another starter
+    holds the start lock until the first note arrives, so the call waits at least that
+    long however fast this machine starts a daemon (it did so within a second at times,
+    and the call then needed no progress)."""
     fresh = short_tmp("tmp-")
     try:
         s = RawServe(fresh)
         try:
             s.initialize()
-            call = {"name": "palace_list", "arguments": {}, "_meta": {"progressToken": "p1"}}
-            s.request(1, "tools/call", call)
-            seen = []
+            fresh.mkdir(parents=True, exist_ok=True)
+            with open(fresh / home_mod.START_LOCK_NAME, "a+b") as other_starter:
+                fcntl.flock(other_starter, fcntl.LOCK_EX)
+                call = {"name": "palace_list", "arguments": {}, "_meta": {"progressToken": "p1"}}
+                s.request(1, "tools/call", call)
+                seen = [s.recv(120)]  # while the lock is held: progress, never the answer
             while True:
                 message = s.recv(120)
                 if message.get("id") == 1:
