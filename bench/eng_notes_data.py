@@ -558,15 +558,20 @@ def main(argv: list[str] | None = None) -> int:
         "for ranking rules: the committed file is the one tuned on)",
     )
     args = parser.parse_args(argv)
-    text = dumps(generate(args.seed))
-    if args.check:
-        current = args.out.read_text() if args.out.exists() else ""
-        print("up to date" if current == text else f"stale: {args.out}")
+    return write_or_check(dumps(generate(args.seed)), args.out, args.check)
+
+
+def write_or_check(text: str, out: Path, check: bool) -> int:
+    """Write a set's file, or with ``check`` say whether the one at ``out`` is ``text``
+    (exit status 1 if not): what every set's generator does with what it made."""
+    if check:
+        current = out.read_text() if out.exists() else ""
+        print("up to date" if current == text else f"stale: {out}")
         return 0 if current == text else 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
     data = json.loads(text)
-    print(f"{len(data['drawers'])} drawers, {len(data['questions'])} questions -> {args.out}")
+    print(f"{len(data['drawers'])} drawers, {len(data['questions'])} questions -> {out}")
     return 0
 
 

@@ -28,6 +28,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eng_notes_data import write_or_check
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 DEFAULT_OUT = DATA / "history_notes.json"
@@ -119,16 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--check", action="store_true", help="exit 1 if --out is not current")
     args = parser.parse_args(argv)
-    text = dumps(generate(args.rev))
-    if args.check:
-        current = args.out.read_text() if args.out.exists() else ""
-        print("up to date" if current == text else f"stale: {args.out}")
-        return 0 if current == text else 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    data = json.loads(text)
-    print(f"{len(data['drawers'])} drawers, {len(data['questions'])} questions -> {args.out}")
-    return 0
+    return write_or_check(dumps(generate(args.rev)), args.out, args.check)
 
 
 if __name__ == "__main__":

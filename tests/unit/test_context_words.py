@@ -19,11 +19,11 @@ import pytest
 from trusty_memory import protocol as p
 from trusty_memory.config import PalaceSettings
 from trusty_memory.protocol import RememberParams
-from trusty_memory.workers import bulk, context, maintenance, store_edit, store_schema, store_search
+from trusty_memory.workers import bulk, context, maintenance, store_edit, store_search
 from trusty_memory.workers.store import PalaceStore
 
 from .test_store import DIM, SETTINGS, at_cosine, fake_embed, fill, sql
-from .test_store_edit import palace_at_version
+from .test_store_edit import migrated_file, palace_at_version
 
 QUESTION = "Caroline, where did you go hiking last weekend?"
 REPLY = "Up the Zugspitze, with my sister!"
@@ -212,11 +212,7 @@ def test_the_v6_migration_gives_stored_drawers_their_predecessors_words(tmp_path
             " VALUES (?, ?, ?, ?, 'h', ?)",
             (drawer_id, text, room, at, np.zeros(DIM, "<f4").tobytes()),
         )
-    db.conn.commit()
-    db.close()
-    migrated = store_schema.connect(path)
-    try:
-        assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
+    with migrated_file(db, path) as migrated:
         got = dict(migrated.execute("SELECT id, context FROM drawers").fetchall())
         assert got == {"q": None, "r": context.words(QUESTION, REPLY), "x": None, "y": None}
         migrated.execute("INSERT INTO drawers_fts(drawers_fts) VALUES ('integrity-check')")
@@ -225,5 +221,3 @@ def test_the_v6_migration_gives_stored_drawers_their_predecessors_words(tmp_path
             " WHERE drawers_fts MATCH 'hiking' ORDER BY d.id"
         ).fetchall()
         assert hits == [("q",), ("r",)]  # own words, and the reply by its context
-    finally:
-        migrated.close()

@@ -4,8 +4,10 @@ reader that follows all of it from the change log."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -253,6 +255,20 @@ def palace_at_version(path: Path, version: int) -> sqlite_utils.Database:
     return db
 
 
+@contextlib.contextmanager
+def migrated_file(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_utils.Database]:
+    """Test helper: commit and close ``db`` (an old palace file), then open ``path`` as the
+    program does, which migrates it to this schema version."""
+    db.conn.commit()
+    db.close()
+    migrated = store_schema.connect(path)
+    try:
+        assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
+        yield migrated
+    finally:
+        migrated.close()
+
+
 def test_a_version_2_palace_keeps_its_archive_through_the_migration(tmp_path):
     """Schema v3 copies the archive into a table that allows reason 'updated'."""
     path = tmp_path / "palace.sqlite3"
@@ -344,11 +360,7 @@ def test_the_v7_migration_gives_old_short_years_their_zeros(tmp_path):
         "INSERT INTO triples (subject, predicate, object, valid_from, valid_to, confidence)"
         " VALUES ('s', 'p', 'o', '753-04-21T00:00:00Z', '2026-01-01T00:00:00Z', 1.0)"
     )
-    db.conn.commit()
-    db.close()
-    migrated = store_schema.connect(path)
-    try:
-        assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
+    with migrated_file(db, path) as migrated:
         assert migrated.execute(
             "SELECT id, created_at, decay_from FROM drawers ORDER BY created_at"
         ).fetchall() == [
@@ -358,8 +370,6 @@ def test_the_v7_migration_gives_old_short_years_their_zeros(tmp_path):
         assert migrated.execute("SELECT valid_from, valid_to FROM triples").fetchall() == [
             ("0753-04-21T00:00:00Z", "2026-01-01T00:00:00Z")
         ]
-    finally:
-        migrated.close()
 
 
 def test_the_v8_migration_reads_the_days_stored_drawers_speak_of(tmp_path):
@@ -372,13 +382,7 @@ def test_the_v8_migration_reads_the_days_stored_drawers_speak_of(tmp_path):
         " ('c', 'last Friday, says a note of year 1', 'General', '0001-01-01T00:00:00Z', 'h',"
         " x'00')"
     )
-    db.conn.commit()
-    db.close()
-    migrated = store_schema.connect(path)
-    try:
-        assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
+    with migrated_file(db, path) as migrated:
         assert migrated.execute(
             "SELECT d.id, start, end FROM drawer_days JOIN drawers d USING (label)"
         ).fetchall() == [("a", "2023-10-02T12:00:00Z", "2023-10-04T12:00:00Z")]
-    finally:
-        migrated.close()
