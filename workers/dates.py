@@ -229,8 +229,10 @@ def _months_back(day0: datetime, count: int) -> list[tuple[datetime, datetime]]:
 
 
 def _year_near(written: datetime, month: int, day: int = 1) -> int:
-    """The year of a date named without one: the latest on or before ``written``, unless
-    that is more than half a year back and the next year's is within half a year ahead."""
+    """The year of a date named without one: ``written``'s own, unless the date would then
+    lie more than half a year after it (then the year before: "the December 20 outage",
+    written in January); within half a year after, it is a plan ("the launch on March
+    3")."""
     year = written.year
     try:
         when = datetime(year, month, day, tzinfo=UTC)
@@ -245,9 +247,7 @@ def _absolute(
     kind: str, match: re.Match[str], year_of: Callable[..., int]
 ) -> list[tuple[datetime, datetime]]:
     """An absolute date a drawer names; without a year, the one ``year_of`` picks."""
-    if kind == "iso":
-        return _spans(kind, match, lambda: range(0))
-    if kind == "my":
+    if kind in ("iso", "my"):  # these always carry their year
         return _spans(kind, match, lambda: range(0))
     if kind == "mdy":
         month, day = MONTHS.index(match[1]) + 1, int(match[2])

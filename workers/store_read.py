@@ -27,7 +27,12 @@ Retrieval layers (``RecallHit.layer``):
   scored exactly against every query. A drawer is named by the first layer that surfaces
   it in the progressive order L1 -> L2, so its layer never depends on whether the
   approximate L2 search happened to find it too.
-* 2 - found by the HNSW search only.
+* 2 - found by the HNSW search, or the drawer whose text is the query word for word: an
+  approximate search can pass over one vector in a crowd of near-identical ones (one
+  exact recall did, in a run of about 15,000 over look-alike notes:
+  ``bench/reliability.py``'s kill test), and a text given back word for word must always
+  find what was stored under it. One indexed lookup
+  of the text's hash; the drawer is scored by its cosine like any other.
 * 3 - deep recall: a wider HNSW search fused with FTS5 BM25 (stopwords dropped from the
   query) by reciprocal-rank fusion; the fusion lives in ``retrieval.py``.
 
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import sqlite3
 import time
@@ -463,15 +469,26 @@ class ReadStore:
         if deep:
             ranked = self._deep(query_text, query, top_k, allowed, room, tag)
         else:
-            ranked = self._shallow(query, top_k, allowed)
+            ranked = self._shallow(query_text, query, top_k, allowed)
         return self._hits(ranked)
 
     def _shallow(
-        self, query: np.ndarray, top_k: int, allowed: set[int] | None
+        self, query_text: str, query: np.ndarray, top_k: int, allowed: set[int] | None
     ) -> list[tuple[int, float, int]]:
         found = {
             label: (score, 2) for label, score in self.index.search(query, top_k, allowed=allowed)
         }
+        for label, vector in self._conn.execute(
+            "SELECT label, vector FROM drawers WHERE content_hash = ?",
+            (hashlib.sha256((query_text or "").encode()).hexdigest(),),
+        ):
+            # A reader behind its writer knows only the labels it has caught up to.
+            if (
+                label in self._labels
+                and label not in found
+                and (allowed is None or label in allowed)
+            ):
+                found[label] = (min(1.0, float(self._matrix([vector])[0] @ query)), 2)
         if self._l1.labels:
             scores = self._l1.matrix @ query
             for label, score in zip(self._l1.labels, scores.tolist(), strict=True):

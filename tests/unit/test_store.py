@@ -372,6 +372,20 @@ def test_the_days_a_drawer_speaks_of_follow_it_through_every_write(store, palace
     assert sql(palace_dir, "SELECT count(*) FROM drawer_days") == [(0,)]
 
 
+def test_a_recall_of_a_stored_text_word_for_word_always_finds_it(store, monkeypatch):
+    """The approximate search may pass over one vector among near-identical ones; the
+    drawer whose text is the query is found all the same (by its hash), scored by its
+    cosine, and only within the recall's filters."""
+    target = remember(store, "deploy note: canary at 5%", room="Backend")
+    fill(store, 40)  # newer: the target is out of L1's 32
+    monkeypatch.setattr(store.index, "search", lambda *args, **kwargs: [])  # it missed
+    hits = store.recall("deploy note: canary at 5%", fake_embed("deploy note: canary at 5%"), 5)
+    assert hits[0].drawer_id == target and hits[0].layer == 2
+    assert hits[0].score == pytest.approx(1.0)
+    assert store.recall("deploy note: canary at 5%", fake_embed("x"), 5, room="Frontend") == []
+    assert target not in [h.drawer_id for h in store.recall("deploy note", fake_embed("d"), 5)]
+
+
 def test_dates_at_the_edges_of_the_calendar_do_not_break_deep_recall(store):
     fill(store, 5, prefix="first", created_at="0001-01-01T00:00:00Z")
     fill(store, 5, prefix="last", created_at="9999-12-31T00:00:00Z")
