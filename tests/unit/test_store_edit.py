@@ -279,26 +279,22 @@ def test_a_version_2_palace_keeps_its_archive_through_the_migration(tmp_path):
         " ('a', 'pruned note', 'General', '[]', 0.1, '2025-01-01T00:00:00Z', 0, 'h', x'00',"
         " '2026-01-01T00:00:00Z', 'pruned')"
     )
-    db.conn.commit()
-    db.close()
-    migrated = store_schema.connect(path)
-    assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
-    rows = migrated.execute("SELECT seq, id, content, reason FROM archive").fetchall()
-    assert rows == [(1, "a", "pruned note", "pruned")]
-    migrated.execute(
-        "INSERT INTO archive (id, content, room, tags, importance, created_at, hits,"
-        " content_hash, vector, archived_at, reason, merged_into) VALUES"
-        " ('b', 'v1', 'General', '[]', 0.5, '2025-01-01T00:00:00Z', 0, 'h', x'00',"
-        " '2026-01-01T00:00:00Z', 'updated', 'a')"
-    )
-    with pytest.raises(sqlite3.IntegrityError):
+    with migrated_file(db, path) as migrated:
+        rows = migrated.execute("SELECT seq, id, content, reason FROM archive").fetchall()
+        assert rows == [(1, "a", "pruned note", "pruned")]
         migrated.execute(
             "INSERT INTO archive (id, content, room, tags, importance, created_at, hits,"
-            " content_hash, vector, archived_at, reason) VALUES"
-            " ('c', 'x', 'General', '[]', 0.5, '2025-01-01T00:00:00Z', 0, 'h', x'00',"
-            " '2026-01-01T00:00:00Z', 'lost')"
+            " content_hash, vector, archived_at, reason, merged_into) VALUES"
+            " ('b', 'v1', 'General', '[]', 0.5, '2025-01-01T00:00:00Z', 0, 'h', x'00',"
+            " '2026-01-01T00:00:00Z', 'updated', 'a')"
         )
-    migrated.close()
+        with pytest.raises(sqlite3.IntegrityError):
+            migrated.execute(
+                "INSERT INTO archive (id, content, room, tags, importance, created_at, hits,"
+                " content_hash, vector, archived_at, reason) VALUES"
+                " ('c', 'x', 'General', '[]', 0.5, '2025-01-01T00:00:00Z', 0, 'h', x'00',"
+                " '2026-01-01T00:00:00Z', 'lost')"
+            )
 
 
 def test_stats_list_the_dreamers_last_passes_newest_first(store):
