@@ -31,8 +31,8 @@ Retrieval layers (``RecallHit.layer``):
   approximate search can pass over one vector in a crowd of near-identical ones (one
   exact recall did, in a run of about 15,000 over look-alike notes:
   ``bench/reliability.py``'s kill test), and a text given back word for word must always
-  find what was stored under it. One indexed lookup
-  of the text's hash; the drawer is scored by its cosine like any other.
+  find what was stored under it. One indexed lookup of the text's hash; the drawer is
+  scored by its cosine like any other.
 * 3 - deep recall: a wider HNSW search fused with FTS5 BM25 (stopwords dropped from the
   query) by reciprocal-rank fusion; the fusion lives in ``retrieval.py``.
 
@@ -480,7 +480,8 @@ class ReadStore:
         }
         for label, vector in self._conn.execute(
             "SELECT label, vector FROM drawers WHERE content_hash = ?",
-            (hashlib.sha256((query_text or "").encode()).hexdigest(),),
+            # "surrogatepass": a lone surrogate in a query finds nothing, never raises.
+            (hashlib.sha256((query_text or "").encode("utf-8", "surrogatepass")).hexdigest(),),
         ):
             # A reader behind its writer knows only the labels it has caught up to.
             if (
