@@ -52,12 +52,15 @@ from trusty_memory import __version__, transport
 from trusty_memory import protocol as p
 from trusty_memory.broker.autoscale import Autoscaler, Load
 from trusty_memory.broker.palaces import MAX_READERS, PalaceRegistry
-from trusty_memory.broker.supervisor import Supervisor
+from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
 from trusty_memory.config import Config
 from trusty_memory.names import validate_palace_name
 
 TICK_S = 0.05
 MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported
+# A worker that died this many times in a row, each soon after its start, is in a crash
+# loop: the requests waiting for it are answered with the crash, not left to time out.
+CRASH_LOOP = 3
 RATE_WINDOW_S = 10.0
 RATE_WINDOW_MAX = 100_000
 # Prefix of the client identity of a request that came in on the backend (a remote
@@ -510,6 +513,7 @@ class Broker:
                 None,
             ),
             "template": self.template_status(),
+            "crashes": self.supervisor.crash_status(),
         }
 
     def scaling_status(self, service_name: str) -> dict:
@@ -528,10 +532,15 @@ class Broker:
         if template is None:
             return None
         alive = template.alive()
+        off = self.supervisor.fork_off_reason
         return {
             "pid": template.proc.pid if alive else None,
             "ready": alive and template.ready,
             "rss_mb": rss_mb(template.proc.pid) if alive else None,
+            "threads": template.threads if alive else None,
+            "forking": off is None and not template.refusals,
+            "fork_off_reason": off,
+            "refused_forks": template.refusals,
         }
 
     # -- workers -----------------------------------------------------------------
@@ -631,6 +640,8 @@ class Broker:
     def on_reply(self, worker: WorkerRec, client: bytes, rid: str, frame: bytes) -> None:
         key = (client, rid)
         worker.inflight.pop(key, None)
+        if not worker.answered and not worker.remote:
+            self.supervisor.note_served(worker.pid)
         worker.answered.append(time.monotonic())
         if (settled := self.inflight.pop(key, None)) is not None:
             self.answer(settled[0], frame)
@@ -667,6 +678,7 @@ class Broker:
             gone = [w for w in self.workers.values() if w.pid == child.last_pid and not w.remote]
             for worker in gone:
                 self.remove_worker(worker, crashed=not child.stopping)
+            self.fail_if_crash_loop(child)
             if self.wanted_back(child):
                 self.supervisor.schedule_restart(child)
             else:
@@ -681,6 +693,29 @@ class Broker:
             self.autoscale(now)
             self.stop_idle_palaces(now)
             self.exit_if_unused(now)
+
+    def fail_if_crash_loop(self, child: Child) -> None:
+        """Answer the requests queued for a service whose writer keeps dying, naming the
+        crash: waiting out their deadline would only tell the caller "timed out"."""
+        service = self.services.get(child.service)
+        if service is None or not service.queue or child.slot != 0 or child.stopping:
+            return
+        palace = child.service.startswith(p.PALACE_SERVICE_PREFIX)
+        if service.writer is not None if palace else service.workers:
+            return  # another worker can still take them
+        record = self.supervisor.crash_loop(child, CRASH_LOOP)
+        if record is None:
+            return
+        message = (
+            f"{child.service} worker keeps crashing: {describe_exit(record.last_code)} "
+            f"{record.in_a_row} times in a row, {record.last_lived_s:.2f} s after its start "
+            "(the daemon log has its last words; `trusty-memory status` shows the count)"
+        )
+        self.log.error("crash loop: queued requests answered", service=child.service,
+                       queued=len(service.queue), exit=describe_exit(record.last_code))  # fmt: skip
+        while service.queue:
+            pending = service.queue.popleft()
+            self.answer(pending, p.error_response(pending.rid, p.ErrorCode.WORKER_CRASHED, message))
 
     def wanted_back(self, child) -> bool:
         """Embedders, the dreamer and the MCP host always come back. A palace writer only with work

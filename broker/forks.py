@@ -28,6 +28,21 @@ from collections import deque
 from trusty_memory.home import pid_alive
 
 SPAWN_TIMEOUT_S = 2.0  # a ready template forks in milliseconds
+# Thread pools capped before the template imports numpy: a pool's threads would make every
+# fork a copy of a multi-threaded process (see the template's docstring). A palace worker's
+# vector arithmetic is small; one thread serves it, and a hundred palaces do not each start
+# one thread per core.
+SINGLE_THREADED = {
+    name: "1"
+    for name in (
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "RAYON_NUM_THREADS",
+    )
+}
 
 
 class TemplateUnavailable(Exception):
@@ -86,6 +101,9 @@ class Template:
         self.generation = 0  # which template: a new one for every start
         self.ready = False
         self.exits: dict[int, int] = {}  # pid -> exit code, reported and not yet polled
+        self.threads: int | None = None  # the template's threads when it said it was ready
+        self.thread_names: list[str] = []
+        self.refusals = 0  # forks refused because the template had threads
         self._replies: deque[dict] = deque()
         self._buffer = b""
 
@@ -103,6 +121,7 @@ class Template:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
+            env={**os.environ, **SINGLE_THREADED},
         )
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.log.info("worker template started", template_pid=self.proc.pid)
@@ -120,6 +139,8 @@ class Template:
             self.close()
             raise TemplateUnavailable(f"worker template: {exc}") from exc
         if "pid" not in reply:
+            if "threads" in reply:
+                self.refusals += 1
             raise TemplateUnavailable(f"worker template: {reply.get('error', reply)}")
         return ForkedProcess(int(reply["pid"]), self)
 
@@ -177,6 +198,8 @@ class Template:
                 self.exits[int(message["exit"])] = int(message["code"])
             elif "ready" in message:
                 self.ready = True
+                self.threads = message.get("threads")
+                self.thread_names = message.get("thread_names", [])
             else:
                 self._replies.append(message)
         return True

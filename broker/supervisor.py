@@ -5,6 +5,12 @@ is keyed by ``(service, slot)`` so a service can have several processes: the emb
 pool, and a palace's writer (slot 0) with its readers (slots 1..N). Children inherit the
 daemon's environment, so they load the same config and find the same sockets, and they
 write their logs to the daemon's stderr.
+
+Crashes are remembered per ``(service, slot)`` (``Crashes``), beyond the life of a
+``Child`` record, so that ``status`` shows a crash loop and the broker can answer the
+requests waiting for it with the cause instead of a timeout. Forked palace workers that
+die before they answer anything, twice in a row, turn forking off until the daemon
+restarts: the template is a saving, never a reason for a palace not to answer.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from trusty_memory import protocol as p
@@ -21,6 +28,41 @@ from trusty_memory.broker.forks import ForkedProcess, Template, TemplateUnavaila
 from trusty_memory.config import Config
 
 QUICK_CRASH_S = 30.0  # a child that dies sooner than this counts toward back-off
+YOUNG_FORK_DEATHS = 2  # forked workers dead before their first answer, in a row: stop forking
+CRASHES_KEPT = 1000  # (service, slot) crash records kept, the least recent dropped first
+
+
+def describe_exit(code: int | None) -> str:
+    """``-11`` -> ``killed by SIGSEGV``; ``3`` -> ``exited with code 3``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+@dataclass
+class Crashes:
+    """The crashes of one ``(service, slot)``: the current run of quick ones and all."""
+
+    in_a_row: int = 0
+    total: int = 0
+    last_code: int | None = None
+    last_lived_s: float = 0.0
+    forked: bool = False
+
+    def as_dict(self) -> dict:
+        return {
+            "in_a_row": self.in_a_row,
+            "total": self.total,
+            "last_exit": describe_exit(self.last_code),
+            "last_code": self.last_code,
+            "last_lived_s": round(self.last_lived_s, 3),
+            "forked": self.forked,
+        }
 
 
 @dataclass
@@ -36,6 +78,8 @@ class Child:
     stopping: bool = False
     starts: int = field(default=0)
     last_pid: int = 0
+    forked: bool = False  # this run came from the template
+    served: bool = False  # this run answered a request
 
     @property
     def pid(self) -> int | None:
@@ -71,6 +115,10 @@ class Supervisor:
         # Palace workers are forked from a template that has done their imports
         # (``workers/template.py``): cheaper to start and to keep.
         self.template = Template(log) if config.palace.fork_workers else None
+        self.crashes: OrderedDict[tuple[str, int], Crashes] = OrderedDict()
+        self.young_fork_deaths = 0  # forked workers dead before their first answer, in a row
+        self.fork_off_reason: str | None = None  # why forking stopped (None: it did not)
+        self._refusal_logged = False
 
     def by_pid(self, pid: int) -> Child | None:
         for child in self.children.values():
@@ -83,6 +131,8 @@ class Supervisor:
         child = self.children.get((service, slot))
         if child is None:
             child = Child(service, slot, argv_for(service, slot))
+            # A child record forgotten between crashes keeps its back-off.
+            child.failures = self.crashes.get((service, slot), Crashes()).in_a_row
             self.children[(service, slot)] = child
         if not child.running and child.restart_at is None:
             self._spawn(child)
@@ -90,9 +140,12 @@ class Supervisor:
         return child
 
     def _spawn(self, child: Child) -> None:
-        child.popen = self._fork(child) or subprocess.Popen(
+        forked = self._fork(child)
+        child.popen = forked or subprocess.Popen(
             child.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True
         )
+        child.forked = forked is not None
+        child.served = False
         child.last_pid = child.popen.pid
         child.started_at = time.monotonic()
         child.restart_at = None
@@ -104,11 +157,46 @@ class Supervisor:
         """A palace worker forked from the template, or None to start it the usual way."""
         if self.template is None or not child.service.startswith(p.PALACE_SERVICE_PREFIX):
             return None
+        if self.fork_off_reason is not None:
+            return None
+        refusals = self.template.refusals
         try:
             return self.template.spawn(child.argv[3:])  # after python -m <module>
         except TemplateUnavailable as exc:
-            self.log.warning("forking failed; starting the worker afresh", error=str(exc))
+            if self.template.refusals == refusals:
+                self.log.warning("forking failed; starting the worker afresh", error=str(exc))
+            elif not self._refusal_logged:  # it will say the same at every fork: once
+                self._refusal_logged = True
+                self.log.warning(
+                    "the template refuses to fork while it has threads; palace workers "
+                    "start afresh",
+                    error=str(exc),
+                )
             return None
+
+    def note_served(self, pid: int) -> None:
+        """A local worker answered its first request: its start path works."""
+        child = self.by_pid(pid)
+        if child is None or child.served:
+            return
+        child.served = True
+        if child.forked:
+            self.young_fork_deaths = 0
+        if (record := self.crashes.get((child.service, child.slot))) is not None:
+            record.in_a_row = 0  # it works now: no loop, whatever came before
+
+    def stop_forking(self, reason: str) -> None:
+        """Start palace workers afresh from now until the daemon restarts."""
+        if self.fork_off_reason is not None:
+            return
+        self.fork_off_reason = reason
+        self.log.error(
+            "forked palace workers die young: forking is off until the daemon restarts; "
+            "palace workers start afresh",
+            reason=reason,
+        )
+        if self.template is not None:
+            self.template.close()  # its memory is of no more use
 
     def reap(self) -> list[Child]:
         """Children that exited since the last call."""
@@ -123,8 +211,53 @@ class Supervisor:
                 child.popen = None
                 gone.append(child)
                 level = self.log.info if child.stopping else self.log.warning
-                level("child exited", service=child.service, code=child.exit_code, lived_s=lived)
+                level(
+                    "child exited",
+                    service=child.service,
+                    slot=child.slot,
+                    child_pid=child.last_pid,
+                    code=child.exit_code,
+                    exit=describe_exit(child.exit_code),
+                    lived_s=round(lived, 3),
+                    forked=child.forked,
+                )
+                self._note_exit(child, lived)
         return gone
+
+    def _note_exit(self, child: Child, lived: float) -> None:
+        """Count a crash (a non-zero exit nobody asked for), and stop forking when forked
+        workers keep dying before their first answer."""
+        key = (child.service, child.slot)
+        crashed = not child.stopping and child.exit_code not in (0, None)
+        if not crashed:
+            if lived >= QUICK_CRASH_S and key in self.crashes:
+                self.crashes[key].in_a_row = 0
+            return
+        record = self.crashes.pop(key, None) or Crashes()
+        self.crashes[key] = record  # now the most recent
+        while len(self.crashes) > CRASHES_KEPT:
+            self.crashes.popitem(last=False)
+        record.in_a_row = record.in_a_row + 1 if lived < QUICK_CRASH_S else 1
+        record.total += 1
+        record.last_code, record.last_lived_s, record.forked = child.exit_code, lived, child.forked
+        if child.forked and not child.served:
+            self.young_fork_deaths += 1
+            if self.young_fork_deaths >= YOUNG_FORK_DEATHS:
+                self.stop_forking(
+                    f"{self.young_fork_deaths} forked palace workers in a row "
+                    f"{describe_exit(child.exit_code)} before their first answer "
+                    f"(last: {child.service}, after {lived:.2f} s)"
+                )
+                child.failures = 0  # the next start is a different path: no back-off
+
+    def crash_loop(self, child: Child, at_least: int) -> Crashes | None:
+        """The crash record of ``child`` if it died ``at_least`` times in a row."""
+        record = self.crashes.get((child.service, child.slot))
+        return record if record is not None and record.in_a_row >= at_least else None
+
+    def crash_status(self) -> dict[str, dict]:
+        """Every ``(service, slot)`` that crashed since the daemon started, for ``status``."""
+        return {f"{service}#{slot}": c.as_dict() for (service, slot), c in self.crashes.items()}
 
     def schedule_restart(self, child: Child) -> None:
         delay = min(

@@ -85,8 +85,26 @@ def cmd_status(args) -> int:
         lines.append(f"  {s['name']}: queued {s['queued']}{extra}")
         for w in s["workers"] or [{}]:
             lines.append("    " + _worker_line(w) if w else "    no workers")
+    lines += _health_lines(status)
     output(args, status, "\n".join(lines))
     return 0
+
+
+def _health_lines(status: dict) -> list[str]:
+    """The template's state when forking is off, and every crashed worker."""
+    lines = []
+    template = status.get("template") or {}
+    if template.get("fork_off_reason"):
+        lines.append(f"  forking off: {template['fork_off_reason']}")
+    elif template.get("refused_forks"):
+        lines.append(
+            f"  template refused {template['refused_forks']} forks (it has threads): "
+            "palace workers start afresh"
+        )
+    for name, crash in (status.get("crashes") or {}).items():
+        loop = f", {crash['in_a_row']} in a row" if crash["in_a_row"] > 1 else ""
+        lines.append(f"  crashed: {name} {crash['total']} times{loop}, last {crash['last_exit']}")
+    return lines
 
 
 def _worker_line(w: dict) -> str:

@@ -41,6 +41,7 @@ def doctor(config: Config) -> list[Check]:
     checks.append(_model_cache(config))
     checks.append(_export_tools(config))
     checks.append(_daemon(config))
+    checks.append(_workers(config))
     checks.append(_home_modes(config))
     return checks
 
@@ -186,6 +187,35 @@ def _daemon(config: Config) -> Check:
     same = record.version == __version__
     detail = f"pid {record.pid}, version {record.version}, at {record.frontend}"
     return ("daemon", same, detail if same else f"{detail}: restart it to run {__version__}")
+
+
+def _workers(config: Config) -> Check:
+    """Whether palace workers start the cheap way and none is in a crash loop."""
+    from trusty_memory.client.daemon import ping
+    from trusty_memory.client.sync import Client
+    from trusty_memory.home import live_daemon
+
+    if live_daemon(config.home) is None or not ping(config, 2.0):
+        return ("workers", True, "no daemon")
+    try:
+        with Client(config, autostart=False) as client:
+            status = client.status()
+    except Exception as exc:  # doctor reports; it never fails on a half-up daemon
+        return ("workers", False, f"status failed: {exc}")
+    template = status.get("template")
+    if template is not None and template.get("fork_off_reason"):
+        return ("workers", False, f"forking off: {template['fork_off_reason']}")
+    looping = {n: c for n, c in (status.get("crashes") or {}).items() if c["in_a_row"] > 1}
+    if looping:
+        name, crash = next(iter(looping.items()))
+        return ("workers", False, f"{name} crashed {crash['in_a_row']} times in a row "
+                                  f"({crash['last_exit']}); see `trusty-memory logs`")  # fmt: skip
+    if template is None:
+        return ("workers", True, "started afresh ([palace] fork_workers = false)")
+    if template.get("refused_forks"):
+        return ("workers", False, f"the template has {template.get('threads')} threads and "
+                                  "refuses to fork: workers start afresh")  # fmt: skip
+    return ("workers", True, f"forked from the template (pid {template.get('pid')})")
 
 
 def _home_modes(config: Config) -> Check:

@@ -188,6 +188,10 @@ def live_daemon(home: Path) -> DaemonRecord | None:
 
 
 PARENT_ENV = "TRUSTY_MEMORY_PARENT_PID"
+# Test-only: "forked" makes every palace worker forked from the template die of SIGSEGV
+# before it serves anything (the crash seen on a 16-core host, on any machine); "all" makes
+# every palace worker do so, however started (a crash loop).
+CRASH_TEST_ENV = "TRUSTY_MEMORY_TEST_CRASH_PALACE_WORKERS"
 
 
 def expected_parent() -> int:

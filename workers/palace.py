@@ -21,6 +21,9 @@ it (``store_read.ReadStore.index``).
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +34,7 @@ import numpy as np
 from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
 from trusty_memory.config import Config, load_config
+from trusty_memory.home import CRASH_TEST_ENV
 from trusty_memory.logs import setup_logging
 from trusty_memory.names import validate_palace_name
 from trusty_memory.workers import bulk, context, maintenance, store_search
@@ -293,6 +297,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A crash in native code (SQLite, hnswlib, numpy) leaves a traceback in the daemon log.
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    if os.environ.get(CRASH_TEST_ENV) == "all":
+        os.kill(os.getpid(), signal.SIGSEGV)
     args = parse_args(argv)
     config = load_config()
     log = setup_logging("palace", default_level="info")

@@ -17,20 +17,71 @@ reads ``{"pid": N}`` (or ``{"error": "..."}``) from its stdout. The template say
 the template reaps it and writes ``{"exit": PID, "code": C}`` (C negative: killed by
 signal -C, as ``subprocess`` reports it). ``broker/forks.py`` is the other end.
 
-Nothing here may start a thread or a ZeroMQ context before a fork: a child gets only the
-forking thread, and a context must be created in the process that uses it.
+What must never happen in the template before a fork
+----------------------------------------------------
+A forked child gets a copy of the template's memory but only the thread that called
+``fork``. Any other thread's state is copied frozen mid-flight: a lock it held stays held
+for ever, a pool it ran is a list of threads that no longer exist. So, before a fork:
+
+- **no thread pools**: a BLAS or OpenMP pool (numpy's OpenBLAS starts one thread per core
+  when numpy is imported: 16 on a 16-core host, 1 on a 2-core one where the main thread
+  does the work) is capped to one thread by the environment ``forks.Template.start``
+  gives this process, because the cap only takes effect if set before numpy loads;
+- **no threads of our own, no ZeroMQ context** (its I/O thread), no hnswlib batch added
+  with more than one thread (``warm_up.py`` adds small batches on this thread);
+- **no file, socket or lock** left open that a child could share by accident.
+
+``threads()`` checks this at every fork: with more than one thread here the template
+refuses (``{"error": ..., "threads": N}``) and the supervisor starts that worker afresh,
+saying why once in the log. On a 16-core host with Python 3.12.3 and numpy 2.5.2, forks
+from a multi-threaded template died with SIGSEGV about 50 ms after opening their palace;
+this machine (2 cores) could not reproduce the crash, so the supervisor also stops
+forking altogether when forked workers die young twice in a row (``broker/forks.py``).
+A child enables ``faulthandler`` on the daemon's stderr, so a crash in it leaves a
+traceback in the daemon log rather than no trace at all.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import json
 import os
 import select
 import signal
 import sys
+import threading
+import time
 
 PARENT_CHECK_S = 1.0
+# Test-only: a thread started in the template once it is ready (a fork must be refused).
+# ``home.CRASH_TEST_ENV`` is the other test-only switch a forked child reads.
+TEMPLATE_THREAD_ENV = "TRUSTY_MEMORY_TEST_TEMPLATE_THREAD"
+
+
+def threads() -> tuple[int, list[str]]:
+    """How many threads this process has, native ones included, and what they are.
+
+    ``/proc/self/task`` counts every thread (BLAS and OpenMP pools, library threads), named
+    by their ``comm``; ``threading`` knows Python's own by name, and is all there is off
+    Linux.
+    """
+    python = {t.native_id: t.name for t in threading.enumerate()}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return len(python), sorted(python.values())
+    names = []
+    for task in tasks:
+        if int(task) in python:
+            names.append(python[int(task)])
+            continue
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(f"native:{comm.read().strip()}")
+        except OSError:
+            names.append("native:?")
+    return max(len(tasks), len(python)), sorted(names)
 
 
 def preload() -> None:
@@ -65,7 +116,7 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
     """In the forked child: become a palace worker; never return into the template loop."""
     code = 1
     try:
-        from trusty_memory.home import PARENT_ENV
+        from trusty_memory.home import CRASH_TEST_ENV, PARENT_ENV
 
         os.environ[PARENT_ENV] = str(os.getppid())  # the template is this worker's supervisor
         signal.set_wakeup_fd(-1)
@@ -78,6 +129,10 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
         os.dup2(devnull, 1)  # stdout is the template's reply pipe
         os.close(devnull)
         gc.enable()
+        # A crash in native code leaves a traceback on stderr, which is the daemon's log.
+        faulthandler.enable(file=sys.stderr, all_threads=True)
+        if os.environ.get(CRASH_TEST_ENV) == "forked":
+            os.kill(os.getpid(), signal.SIGSEGV)
         from trusty_memory.workers.palace import main
 
         code = main(argv)
@@ -106,7 +161,10 @@ def main() -> int:
     preload()
     warm()
     gc.freeze()
-    tell({"ready": True})
+    if os.environ.get(TEMPLATE_THREAD_ENV) == "1":
+        threading.Thread(target=time.sleep, args=(3600,), name="test-thread", daemon=True).start()
+    count, names = threads()
+    tell({"ready": True, "threads": count, "thread_names": names})
     pending = b""
     while os.getppid() == parent:
         ready, _, _ = select.select([0, wakeup[0]], [], [], PARENT_CHECK_S)
@@ -156,6 +214,13 @@ def spawn(line: bytes, wakeup: tuple[int, int]) -> dict:
             raise ValueError("argv must be a list of strings")
     except (ValueError, KeyError, TypeError) as exc:
         return {"error": f"bad spawn request: {exc}"}
+    count, names = threads()
+    if count > 1:
+        return {
+            "error": f"the template has {count} threads ({', '.join(names)}); "
+            "forking a multi-threaded process can crash its child",
+            "threads": count,
+        }
     try:
         pid = os.fork()
     except OSError as exc:
