@@ -21,11 +21,11 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from collections import deque
 
 from trusty_memory.home import pid_alive
+from trusty_memory.launch import module_command
 
 SPAWN_TIMEOUT_S = 2.0  # a ready template forks in milliseconds
 # Thread pools capped before the template imports numpy: a pool's threads would make every
@@ -117,7 +117,7 @@ class Template:
         self.close()
         self.generation += 1
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trusty_memory.workers.template"],
+            module_command("trusty_memory.workers.template"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,

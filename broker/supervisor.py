@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from trusty_memory import protocol as p
 from trusty_memory.broker.forks import ForkedProcess, Template, TemplateUnavailable
 from trusty_memory.config import Config
+from trusty_memory.launch import module_args, module_command
 
 QUICK_CRASH_S = 30.0  # a child that dies sooner than this counts toward back-off
 YOUNG_FORK_DEATHS = 2  # forked workers dead before their first answer, in a row: stop forking
@@ -93,16 +93,16 @@ class Child:
 def argv_for(service: str, slot: int = 0) -> list[str]:
     """The command line of the process that serves ``service`` in ``slot``."""
     if service == p.EMBEDDER_SERVICE:
-        return [sys.executable, "-m", "trusty_memory.workers.embedder"]
+        return module_command("trusty_memory.workers.embedder")
     if service == p.DREAMER_SERVICE:
-        return [sys.executable, "-m", "trusty_memory.dreamer", "--supervised"]
+        return module_command("trusty_memory.dreamer", "--supervised")
     if service == p.MCP_HOST_SERVICE:
-        return [sys.executable, "-m", "trusty_memory.client.mcp_host"]
+        return module_command("trusty_memory.client.mcp_host")
     if service.startswith(p.PALACE_SERVICE_PREFIX):
         palace = service[len(p.PALACE_SERVICE_PREFIX) :]
         # One argument, ``--palace=NAME``: a name may start with '-' ("-x", "--help"),
         # which argparse would read as an option if it stood on its own.
-        argv = [sys.executable, "-m", "trusty_memory.workers.palace", f"--palace={palace}"]
+        argv = module_command("trusty_memory.workers.palace", f"--palace={palace}")
         return argv if slot == 0 else [*argv, "--reader"]
     raise ValueError(f"no process serves {service!r}")
 
@@ -161,7 +161,7 @@ class Supervisor:
             return None
         refusals = self.template.refusals
         try:
-            return self.template.spawn(child.argv[3:])  # after python -m <module>
+            return self.template.spawn(module_args(child.argv))
         except TemplateUnavailable as exc:
             if self.template.refusals == refusals:
                 self.log.warning("forking failed; starting the worker afresh", error=str(exc))

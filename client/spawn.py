@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 
 from trusty_memory.config import Config
+from trusty_memory.launch import module_command
 
 
 def spawn_daemon(config: Config) -> subprocess.Popen:
@@ -20,7 +20,7 @@ def spawn_daemon(config: Config) -> subprocess.Popen:
     fd = os.open(config.log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     log = os.fdopen(fd, "ab")  # handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.broker", "--client-started"],
+        module_command("trusty_memory.broker", "--client-started"),
         umask=0o077,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trusty_memory.config import APP, Config
+from trusty_memory.launch import module_command
 
 UNIT_NAME = f"{APP}.service"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
@@ -64,7 +65,7 @@ def daemon_command() -> list[str]:
     script = Path(sys.executable).parent / APP
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [sys.executable, "-m", "trusty_memory.cli"]
+    return module_command("trusty_memory.cli")
 
 
 def user_unit_dir() -> Path:

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from trusty_memory.launch import SAFE_PATH, module_command
 from trusty_memory.workers.compiled_model import MODEL_DIST, MODEL_VERSION, dist_versions
 
 # One place for these in the code; pyproject.toml says the same (the ``export`` extra and
@@ -83,8 +84,9 @@ def _install(directory: Path, progress: Progress) -> None:
     )
     shutil.rmtree(directory, ignore_errors=True)  # a half-made one from a killed install
     directory.mkdir(parents=True)
-    _run([sys.executable, "-m", "venv", str(directory)], directory, "venv")
-    pip = [str(env_python(directory)), "-m", "pip", "install", "--disable-pip-version-check"]
+    _run(module_command("venv", str(directory)), directory, "venv")
+    pip = [str(env_python(directory)), SAFE_PATH, "-m", "pip", "install",
+           "--disable-pip-version-check"]  # fmt: skip
     try:
         _run([*pip, "--index-url", CPU_INDEX, "--retries", "1", "--timeout", "20", TORCH],
              directory, "torch (CPU index)")  # fmt: skip
@@ -108,6 +110,7 @@ def _run(cmd: list[str], directory: Path, what: str) -> None:
         done = subprocess.run(
             cmd,
             stdin=subprocess.DEVNULL,
+            cwd=directory,  # its own folder: never the caller's, whatever that holds
             stdout=out,
             stderr=subprocess.PIPE,
             text=True,
