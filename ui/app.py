@@ -216,7 +216,13 @@ def _int(value: str | None, default: int) -> int:
 
 
 def build_app(
-    config: Config, token: str, *, port: int, allow_remote: bool = False, host: str = "127.0.0.1"
+    config: Config,
+    token: str,
+    *,
+    port: int,
+    allow_remote: bool = False,
+    host: str = "127.0.0.1",
+    name: str | None = None,
 ) -> Starlette:
     pages = Pages(config, token)
 
@@ -242,5 +248,6 @@ def build_app(
         Route("/daemon", guarded(pages.daemon)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    middleware = [Middleware(Guard, token=token, port=port, allow_remote=allow_remote, host=host)]
+    guard = {"token": token, "port": port, "allow_remote": allow_remote, "host": host, "name": name}
+    middleware = [Middleware(Guard, **guard)]
     return Starlette(routes=routes, middleware=middleware, lifespan=pages.lifespan)

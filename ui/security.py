@@ -7,7 +7,15 @@ reach a loopback port. So, as notebook servers do:
   a cookie (HttpOnly, SameSite=Strict) and redirects to the same page without the token,
   so it does not stay in the address bar, the history or a Referer. Every request without
   the token or that cookie is refused with 403.
-* Unless ``--allow-remote``, a request must name a loopback host in ``Host``: a DNS
+* The page is reached by a private host name made at start, ``tm-<random>.localhost``
+  (browsers resolve every ``*.localhost`` name to loopback themselves). Browsers do not
+  keep cookies apart by port, and ``SameSite`` counts every port of a host as the same
+  site: a cookie for ``127.0.0.1`` goes to any server another local user runs on
+  ``127.0.0.1:<any port>`` the moment this browser visits it. A cookie for a name nobody
+  else knows goes nowhere else; the name is in no link a page holds (they are relative),
+  and another user cannot learn it from the socket table the way they could a random
+  address. An address given with ``--host`` keeps the address, with a warning.
+* Unless ``--allow-remote``, a request must name this page's host in ``Host``: a DNS
   rebinding page that points its own name at 127.0.0.1 gets 403.
 * Every state-changing request (anything but GET/HEAD) must carry ``X-CSRF-Token``, a
   value derived from the token and written into each page (htmx sends it as a header on
@@ -30,6 +38,11 @@ COOKIE_PREFIX = "trusty_memory_ui_"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def private_name() -> str:
+    """A host name only this page answers to, under ``.localhost`` (RFC 6761: loopback)."""
+    return f"tm-{secrets.token_hex(8)}.localhost"
 
 
 def new_token() -> str:
@@ -70,13 +83,15 @@ class Guard:
         port: int,
         allow_remote: bool = False,
         host: str = "127.0.0.1",
+        name: str | None = None,
     ) -> None:
         self.app = app
         self.token = token
         self.cookie = cookie_name(port)
         self.csrf = csrf_for(token)
         self.allow_remote = allow_remote
-        self.hosts = LOOPBACK_HOSTS | {host}  # the address bound, e.g. 127.0.0.2
+        # With a private name, that name alone: a cookie set for any other would be shared.
+        self.hosts = {name} if name else LOOPBACK_HOSTS | {host}  # e.g. 127.0.0.2
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -102,7 +117,10 @@ class Guard:
         """The 403 for a request that may not go on, or None."""
         host = _host_name(request.headers.get("host", ""))
         if not self.allow_remote and host not in self.hosts:
-            return _forbidden(f"host {host!r} is not a loopback name (start with --allow-remote)")
+            return _forbidden(
+                f"host {host!r} is not this page's loopback name: open the URL"
+                " `trusty-memory ui` printed (or start it with --allow-remote)"
+            )
         given = request.query_params.get("token") or request.cookies.get(self.cookie)
         if not _same(given, self.token):
             return _forbidden(

@@ -29,10 +29,21 @@ def bind(host: str, port: int, allow_remote: bool) -> socket.socket:
     return listen(host, port, f"{host}:{port}")
 
 
-def url_of(sock: socket.socket, token: str) -> str:
+def url_of(sock: socket.socket, token: str, name: str | None = None) -> str:
     host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
+    shown = name or (f"[{host}]" if ":" in host else host)
     return f"http://{shown}:{port}/?token={token}"
+
+
+def page_name(host: str, allow_remote: bool) -> str | None:
+    """The private ``*.localhost`` name the page is reached by (``security.py`` says why),
+    or None where the address itself must be used: browsers resolve ``*.localhost`` to
+    127.0.0.1 and ::1 only, and a page for the network is reached by its address."""
+    from trusty_memory.ui.security import private_name
+
+    if allow_remote or host not in ("127.0.0.1", "::1", "localhost"):
+        return None
+    return private_name()
 
 
 def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
@@ -56,11 +67,19 @@ def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
             " every memory in this home and change the archive, over plain HTTP",
             file=sys.stderr,
         )
+    name = page_name(host, allow_remote)
+    if name is None and not allow_remote:
+        print(
+            f"trusty-memory ui: WARNING: reached as {host}, the page's cookie is sent to every"
+            f" server on {host}, whatever its port, another local user's included; leave out"
+            " --host to get a private name",
+            file=sys.stderr,
+        )
     token = new_token()
     config = load_config()
     host, port = sock.getsockname()[:2]
-    app = build_app(config, token, port=port, allow_remote=allow_remote, host=host)
-    print(f"trusty-memory ui: {url_of(sock, token)}", flush=True)
+    app = build_app(config, token, port=port, allow_remote=allow_remote, host=host, name=name)
+    print(f"trusty-memory ui: {url_of(sock, token, name)}", flush=True)
     log.info("ui serving", address=sock.getsockname()[:2], home=str(config.home))
     server = uvicorn.Server(
         uvicorn.Config(

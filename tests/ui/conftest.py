@@ -83,13 +83,20 @@ class Ui:
     ) -> tuple[int, str]:
         """One plain HTTP request (no browser): status and body."""
         parts = urlsplit(self.base)
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn = http.client.HTTPConnection(address_of(parts.hostname), parts.port, timeout=60)
         try:
-            conn.request(method, path, body=body or None, headers=headers or {})
+            headers = {"Host": parts.netloc, **(headers or {})}
+            conn.request(method, path, body=body or None, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read().decode()
         finally:
             conn.close()
+
+
+def address_of(hostname: str) -> str:
+    """Where to connect for a page's host name: its ``*.localhost`` name is loopback (as
+    browsers resolve it themselves; the C library here may not)."""
+    return "127.0.0.1" if hostname.endswith(".localhost") else hostname
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from tests.ui.conftest import URL_LINE, Ui
@@ -109,6 +111,56 @@ def test_a_non_loopback_address_needs_allow_remote_which_warns(ui_daemon):
         headers = {"Host": f"box.example:{url.port}", "Cookie": f"{cookie_name(url.port)}={token}"}
         assert remote.request("GET", "/", headers=headers)[0] == 200
         assert remote.request("GET", "/", headers={"Host": "box.example"})[0] == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_another_local_server_never_gets_the_page_s_cookie(browser, ui: Ui):
+    """Another local user's server on a loopback address, any port, visited by the browser
+    that opened the page, receives nothing of the page's: its cookie belongs to a private
+    host name, not to 127.0.0.1 (cookies are not kept apart by port)."""
+    seen: list[str] = []
+
+    class Spy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Cookie") or "")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html><body>another user's page</body></html>")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    spy = ThreadingHTTPServer(("127.0.0.1", 0), Spy)
+    threading.Thread(target=spy.serve_forever, daemon=True).start()
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(ui.url(f"/?token={ui.token}"))
+        assert page.locator('[data-palace="project"]').count() >= 1  # in, with the cookie
+        assert [c["name"] for c in context.cookies()] == [ui.cookie]
+        for host in ("127.0.0.1", "localhost"):
+            page.goto(f"http://{host}:{spy.server_address[1]}/")
+            assert "another user's page" in page.content()
+        assert len(seen) >= 2 and not any(ui.token in cookie for cookie in seen), seen
+        assert urlsplit(ui.base).hostname.endswith(".localhost")
+    finally:
+        context.close()
+        spy.shutdown()
+
+
+def test_an_address_given_with_host_warns_that_its_cookie_is_shared(ui_daemon):
+    command = [sys.executable, "-m", "trusty_memory.cli", "ui", "--host", "127.0.0.2"]
+    command += ["--port", "0"]
+    proc = subprocess.Popen(
+        command, env=ui_daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        warning = proc.stderr.readline()
+        assert "WARNING" in warning and "another local user" in warning, warning
+        assert "http://127.0.0.2:" in proc.stdout.readline()
     finally:
         proc.terminate()
         proc.wait(timeout=10)

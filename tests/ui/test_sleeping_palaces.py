@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import Daemon, _short_tmp, wait_until
 from tests.engine.test_readers import workers_of
-from tests.ui.conftest import start_ui, stop_ui
+from tests.ui.conftest import address_of, start_ui, stop_ui
 from trusty_memory.client.sync import Client
 from trusty_memory.ui.security import cookie_name
 
@@ -22,9 +22,9 @@ SLEEPY = {"TRUSTY_MEMORY_PALACE_IDLE_STOP_S": "2", "TRUSTY_MEMORY_DREAMER_ENABLE
 
 def get(base: str, path: str, cookie: str) -> str:
     parts = urlsplit(base)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn = http.client.HTTPConnection(address_of(parts.hostname), parts.port, timeout=60)
     try:
-        conn.request("GET", path, headers={"Cookie": cookie})
+        conn.request("GET", path, headers={"Cookie": cookie, "Host": parts.netloc})
         resp = conn.getresponse()
         body = resp.read().decode()
         assert resp.status == 200, (resp.status, body[:500])
