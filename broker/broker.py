@@ -53,7 +53,7 @@ from trusty_memory import protocol as p
 from trusty_memory.broker.autoscale import Autoscaler, Load
 from trusty_memory.broker.palaces import MAX_READERS, PalaceRegistry
 from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
-from trusty_memory.config import Config
+from trusty_memory.config import Config, worker_budget
 from trusty_memory.names import validate_palace_name
 
 TICK_S = 0.05
@@ -200,6 +200,7 @@ class Broker:
         self.remote_palaces: dict[str, str] = {}  # service name -> the writer's host
         self.closing: dict[str, Closing] = {}  # palaces being deleted or renamed, by name
         self.supervisor = Supervisor(config, log)
+        self.max_workers = worker_budget(config.broker.max_workers)
         self.started = time.monotonic()
         self.hostname = socket.gethostname()
         self.last_heartbeat = 0.0
@@ -299,10 +300,53 @@ class Broker:
             raise p.TrustyError(
                 p.ErrorCode.OVERLOADED, f"{name}: {len(service.queue)} requests queued; try later"
             )
+        start = name != p.EMBEDDER_SERVICE and self.spawns_locally(name)
+        if start and not self.supervisor.active(name):
+            self.make_room(name)  # raises before the request is taken in
         self.unanswered.add((client, req.id))
         service.queue.append(pending)
-        if name != p.EMBEDDER_SERVICE and self.spawns_locally(name):
+        if start:
             self.supervisor.ensure(name)
+
+    def palace_processes(self) -> int:
+        """Local palace worker processes running or about to (restarts included), less
+        those told to stop."""
+        return sum(
+            1
+            for child in self.supervisor.children.values()
+            if child.service.startswith(p.PALACE_SERVICE_PREFIX)
+            and not child.stopping
+            and (child.running or child.restart_at is not None)
+        )
+
+    def make_room(self, name: str) -> None:
+        """Keep palace processes within ``[broker] max_workers``: before ``name``'s writer
+        starts, the least recently used idle palace stops (it wakes again on its next
+        request); if every palace is busy, the request gets a clear OVERLOADED error."""
+        running = self.palace_processes()
+        if running < self.max_workers:
+            return
+        idle = [
+            s
+            for s in self.services.values()
+            if s.name.startswith(p.PALACE_SERVICE_PREFIX)
+            and s.name != name
+            and not s.busy
+            and s.name not in self.remote_palaces
+            and self.closing_of(s.name) is None
+            and self.supervisor.active(s.name)
+        ]
+        if not idle:
+            raise p.TrustyError(
+                p.ErrorCode.OVERLOADED,
+                f"busy: {running} palace worker processes running, at most {self.max_workers}"
+                " ([broker] max_workers), and none is idle; try again shortly or raise the"
+                " setting",
+            )
+        victim = min(idle, key=lambda s: s.last_used)
+        self.log.info("palace stopped to make room", service=victim.name, starting=name,
+                      running=running, max_workers=self.max_workers)  # fmt: skip
+        self.stop_palace(victim)
 
     def spawns_locally(self, service: str) -> bool:
         """Whether this broker starts processes for ``service``: not for a palace served
@@ -421,6 +465,11 @@ class Broker:
         """
         wanted = self.wanted_readers(service.name[len(p.PALACE_SERVICE_PREFIX) :])
         for slot in range(1, wanted + 1):
+            starting = not self.supervisor.active(service.name, slot)
+            if starting and self.palace_processes() >= self.max_workers:
+                self.log.warning("reader not started: at max_workers", service=service.name,
+                                 slot=slot, max_workers=self.max_workers)  # fmt: skip
+                break
             self.supervisor.ensure(service.name, slot)
         for child in self.supervisor.slots(service.name):
             if child.slot > wanted and not child.stopping:
@@ -514,6 +563,8 @@ class Broker:
             ),
             "template": self.template_status(),
             "crashes": self.supervisor.crash_status(),
+            "palace_processes": self.palace_processes(),
+            "max_workers": self.max_workers,
         }
 
     def scaling_status(self, service_name: str) -> dict:
@@ -798,6 +849,16 @@ class Broker:
             return
         self.log.info("no client requests; exiting", idle_s=round(now - self.last_client_request))
         self.running = False
+
+    def stop_palace(self, service: Service) -> None:
+        """Stop a palace's local processes: registered workers are told to go (they close
+        their files and exit), one still starting is terminated (it holds nothing yet)."""
+        registered = {w.pid for w in service.workers if not w.remote}
+        self.disconnect_service(service)
+        for child in self.supervisor.slots(service.name):
+            child.stopping, child.restart_at = True, None
+            if child.running and child.pid not in registered:
+                child.popen.terminate()
 
     def disconnect_service(self, service: Service) -> None:
         if service.name.startswith(p.PALACE_SERVICE_PREFIX):  # it wakes with its own readers

@@ -139,6 +139,16 @@ class Supervisor:
         child.stopping = False
         return child
 
+    def active(self, service: str, slot: int = 0) -> bool:
+        """Whether ``(service, slot)`` has a process running or a restart scheduled, not
+        told to stop: a request for it needs no new process."""
+        child = self.children.get((service, slot))
+        return (
+            child is not None
+            and not child.stopping
+            and (child.running or child.restart_at is not None)
+        )
+
     def _spawn(self, child: Child) -> None:
         forked = self._fork(child)
         child.popen = forked or subprocess.Popen(

@@ -3,10 +3,13 @@
 * ``trusty-memory://palace/NAME`` - a palace: its ``palace_info`` as JSON.
 * ``trusty-memory://palace/NAME/drawer/ID`` - a drawer, whole (``memory_get``'s fields).
 
-``resources/list`` pages through them: every palace on the first page, then each palace's
-drawers last written first, ``PAGE`` at a time (the same cursor ``memory_search`` lists with,
-wrapped with the palace's place in the list). ``resources/templates/list`` gives the two
-URI templates, so a client can read a drawer it learned of elsewhere.
+``resources/list`` pages through the palaces, ``PAGE`` at a time, described from what each
+writer last wrote down (``palace_summaries``: drawer count, last write), so listing never
+wakes a palace: listing drawers would start a writer per palace, and a home of thousands
+of palaces would start thousands of processes for one client's curiosity. A drawer is
+read through the drawer URI template (``resources/templates/list``), with an id that
+``memory_list``, ``memory_search`` or a recall gave; reading a resource does wake its
+palace, as any request for its contents does.
 
 Errors: a URI that is not one of ours is ``-32602``; a palace or drawer that does not
 exist is ``-32002`` (the spec's "resource not found") with the daemon's message, which
@@ -68,6 +71,18 @@ def _decode(cursor: str) -> tuple[int, str | None]:
     return index, inner
 
 
+def _described(summary: dict[str, Any]) -> str:
+    """A palace resource's description from its summary, which may be missing (a palace
+    never written to) or partial."""
+    words = ["A memory palace (read it for its palace_info)"]
+    counts = summary.get("summary") or {}
+    if "drawer_count" in counts:
+        words.append(f"{counts['drawer_count']} drawers")
+    if summary.get("description"):
+        words.append(str(summary["description"]))
+    return "; ".join(words)
+
+
 def resource_handlers(front: Any) -> dict[str, Any]:
     """The low-level ``Server``'s resource handlers for one session (``mcp_session.py``)."""
     import mcp.types as types
@@ -88,41 +103,23 @@ def resource_handlers(front: Any) -> dict[str, Any]:
     async def on_list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         cursor = getattr(params, "cursor", None) if params is not None else None
         try:
-            index, inner = _decode(cursor) if cursor else (0, None)
+            start = _decode(cursor)[0] if cursor else 0
         except ValueError as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
-        palaces = sorted((await call("palace_list", {}, None)).get("palaces") or [])
-        found: list[types.Resource] = []
-        if cursor is None:
-            found += [
-                types.Resource(
-                    uri=palace_uri(name),
-                    name=name,
-                    title=f"Palace {name}",
-                    description="A memory palace: its counts and places (palace_info)",
-                    mime_type=MIME,
-                )
-                for name in palaces
-            ]
-        next_cursor = None
-        if index < len(palaces):
-            name = palaces[index]
-            page = await call("memory_search", {"limit": PAGE, "cursor": inner}, name)
-            for drawer in page.get("drawers") or []:
-                text = drawer["content"]
-                found.append(
-                    types.Resource(
-                        uri=drawer_uri(name, drawer["drawer_id"]),
-                        name=drawer["drawer_id"],
-                        title=text[:60] + ("..." if len(text) > 60 else ""),
-                        description=f"A drawer in {name} ({drawer['room']})",
-                        mime_type=MIME,
-                    )
-                )
-            if page.get("next_cursor"):
-                next_cursor = _encode({"i": index, "c": page["next_cursor"]})
-            elif index + 1 < len(palaces):
-                next_cursor = _encode({"i": index + 1, "c": None})
+        summaries = (await call("palace_summaries", {}, None)).get("palaces") or {}
+        names = sorted(summaries)
+        found = [
+            types.Resource(
+                uri=palace_uri(name),
+                name=name,
+                title=f"Palace {name}",
+                description=_described(summaries[name]),
+                mime_type=MIME,
+            )
+            for name in names[start : start + PAGE]
+        ]
+        more = start + PAGE < len(names)
+        next_cursor = _encode({"i": start + PAGE, "c": None}) if more else None
         return types.ListResourcesResult(resources=found, next_cursor=next_cursor)
 
     async def on_list_resource_templates(

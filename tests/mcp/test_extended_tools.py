@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import uuid
 from typing import Any
 
 import pytest
@@ -222,8 +221,7 @@ def test_extended_tools_and_resources_through_the_sdk():
             # resources
             listed_resources = await session.list_resources()
             uris = [r.uri for r in listed_resources.resources]
-            assert f"trusty-memory://palace/{p}" in uris
-            assert f"trusty-memory://palace/{p}/drawer/{did}" in uris
+            assert f"trusty-memory://palace/{p}" in uris  # palaces only: listing wakes none
             read = await session.read_resource(f"trusty-memory://palace/{p}/drawer/{did}")
             drawer = json.loads(read.contents[0].text)
             assert drawer["content"] == "The staging DB moved to port 6543."
@@ -428,23 +426,23 @@ def test_the_contract_set_neither_knows_nor_passes_the_extended_arguments():
     assert (plan.method, plan.palace, plan.params) == ("drawer_get", "dflt", {"drawer_id": "d"})
 
 
-def test_resources_page_through_every_palace_and_drawer():
-    """resources/list: every palace on the first page, then each palace's drawers a page
-    at a time; following next_cursor lists every drawer exactly once."""
+def test_resources_page_through_the_palaces_without_waking_them():
+    """resources/list: every palace once, PAGE at a time, described from its summary; no
+    palace process starts for it (a home of thousands of palaces stays asleep)."""
     import mcp.types as types
+
+    from trusty_memory.client.mcp_resources import PAGE
 
     home = short_tmp("tmp-")
     daemon = Daemon(home)
 
     async def go() -> None:
         async with sdk_session(home, "--tools", "extended") as session:
-            await session.call_tool("palace_create", {"name": "a"})
-            await session.call_tool("palace_create", {"name": "b"})
+            names = [f"p{i:03}" for i in range(PAGE + 30)]
+            await session.call_tool("palace_create", {"name": names[0]})  # starts the daemon
             with Client(daemon.config) as client:
-                texts = {"a": [f"note {i} about alpha" for i in range(130)], "b": ["beta"]}
-                for palace, batch in texts.items():
-                    rows = [{"drawer_id": str(uuid.uuid4()), "content": t} for t in batch]
-                    client.call("palace_import", {"drawers": rows}, palace=palace, timeout=120)
+                for name in names[1:]:
+                    client.palace_create(name)
             uris, pages, cursor = [], 0, None
             while True:
                 params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -453,11 +451,11 @@ def test_resources_page_through_every_palace_and_drawer():
                 uris += [r.uri for r in page.resources]
                 if (cursor := page.next_cursor) is None:
                     break
-            assert pages == 3  # palaces + a's first 100; a's other 30; b's one
-            assert uris[:2] == ["trusty-memory://palace/a", "trusty-memory://palace/b"]
-            drawers = uris[2:]
-            assert len(drawers) == len(set(drawers)) == 131
-            assert sum(u.startswith("trusty-memory://palace/b/drawer/") for u in drawers) == 1
+            assert pages == 2
+            assert uris == [f"trusty-memory://palace/{name}" for name in names]
+            with Client(daemon.config) as client:
+                status = client.status()
+            assert status["palace_processes"] == 0, status["services"]
             with pytest.raises(MCPError) as info:
                 await session.list_resources(params=types.PaginatedRequestParams(cursor="x!"))
             assert info.value.code == -32602 and "not a cursor" in info.value.message
