@@ -19,7 +19,12 @@ Import reads the stream line by line and sends batches of ``batch_size`` lines, 
 of a batch is validated here first (with the worker's own checks, ``workers/bulk.py``); a
 batch holding a bad line is not sent at all, so a file is never half-imported batch-wise,
 and every bad line is reported with its number and cause. Import is idempotent by drawer
-id, so after a failure the same command can simply be run again.
+id, so after a failure the same command can simply be run again: a drawer id the palace
+holds with the same content is skipped. A drawer id that comes twice in one file is a bad
+line, and so is one the palace holds with other content (found once its batch is in: the
+worker skips it, and the rest of that batch stays). A line longer than
+``max_line_bytes`` (input without newlines: ``/dev/zero``) is a bad line that ends the
+reading, so memory stays bounded whatever the input.
 
 ``import_file`` is what the command line runs: it creates the palace when it is missing,
 and when the import then fails (bad lines, a batch the worker refused, an interruption)
@@ -36,10 +41,14 @@ little-endian float32, so an export re-imports byte for byte.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import pwd
 import re
 import signal
+import stat
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -51,6 +60,7 @@ import msgspec
 
 from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
+from trusty_memory.workers import store_values as v
 from trusty_memory.workers.bulk import check_drawer, check_triple
 
 FORMAT = "trusty-memory/1"
@@ -64,6 +74,14 @@ MAX_BAD_SHOWN = 100
 IMPORT_BASE_TIMEOUT_S = 150.0
 IMPORT_PER_VECTOR_S = 0.01
 IMPORT_PER_EMBED_S = 0.05
+# The longest line import reads, newline not counted (``max_line_bytes``): content and
+# context may each hold ``max_text_bytes``, which JSON writes at up to 6 bytes a byte
+# (``\u0001``); the slack holds two vectors as lists of numbers (~10 KB each), tags,
+# metadata and the other fields.
+JSON_ESCAPE_MAX = 6
+LINE_SLACK_BYTES = 8 * 1024 * 1024
+HITS_LIMIT = 2**63  # SQLite's integers are signed 64-bit
+MAX_LINKS = 40  # symbolic links an export follows to its file: the kernel's own limit
 
 
 class HeaderLine(msgspec.Struct, tag="header", tag_field="type", kw_only=True):
@@ -100,6 +118,11 @@ class TripleLine(msgspec.Struct, tag="triple", tag_field="type", kw_only=True):
 
 
 Line = HeaderLine | DrawerLine | TripleLine
+# The time fields of each kind of line (``_within_calendar``).
+TIME_FIELDS: dict[type, tuple[str, ...]] = {
+    DrawerLine: ("created_at",),
+    TripleLine: ("valid_from", "valid_to"),
+}
 _line_decoder = msgspec.json.Decoder(Line)
 _encoder = msgspec.json.Encoder()
 
@@ -180,6 +203,25 @@ class Progress:
 # -- import --------------------------------------------------------------------------
 
 
+def max_line_bytes(max_text_bytes: int) -> int:
+    """The longest line (newline not counted) an import into a palace whose texts may
+    hold ``max_text_bytes`` reads: a line of valid fields at their largest fits."""
+    return 2 * JSON_ESCAPE_MAX * max_text_bytes + LINE_SLACK_BYTES
+
+
+def read_lines(stream: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
+    """``(line number, line)`` for each line of ``stream``; ``None`` for a line longer
+    than ``limit`` bytes, and then nothing more: what follows may have no end (``/dev/zero``),
+    so no reader could find the next line in bounded memory and time."""
+    lineno = 0
+    while raw := stream.readline(limit + 1):
+        lineno += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            yield lineno, None
+            return
+        yield lineno, raw
+
+
 def parse_line(
     raw: bytes, max_text_bytes: int, dim: int = DIM
 ) -> p.ImportDrawer | p.ImportTriple | None:
@@ -195,8 +237,11 @@ def parse_line(
         raise ValueError(str(exc)) from None
     except msgspec.DecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    _within_calendar(line)
     try:
         if isinstance(line, DrawerLine):
+            if isinstance(line.hits, int) and line.hits >= HITS_LIMIT:
+                raise ValueError(f"hits: must be below 2**63, got {line.hits}")
             drawer = p.ImportDrawer(
                 drawer_id=line.drawer_id,
                 content=line.content,
@@ -223,6 +268,39 @@ def parse_line(
     if line.dim is not None and line.dim != dim:
         raise ValueError(f"header: vectors are {line.dim}-d; this palace takes {dim}")
     return None
+
+
+def _within_calendar(line: Line) -> None:
+    """Raise ``ValueError`` naming the field whose time leaves the calendar once moved to
+    UTC (``0001-01-01T00:00:00+01:00`` is in the year 0), where the shared checks would
+    raise ``OverflowError``. Other bad times are theirs to word."""
+    for name in TIME_FIELDS.get(type(line), ()):
+        value = getattr(line, name)
+        if value is None:
+            continue
+        try:
+            v.check_timestamp(value, name)
+        except OverflowError:
+            raise ValueError(
+                f"{name}: {value!r} is outside the calendar in UTC (years 1 to 9999)"
+            ) from None
+        except p.TrustyError:
+            continue
+
+
+def _check_unique(
+    item: p.ImportDrawer | p.ImportTriple | None, lineno: int, seen: dict[str, int]
+) -> None:
+    """Raise ``ValueError`` when ``item`` is a drawer whose id an earlier line of this
+    file had: the worker would skip it as if the palace held it, and one of the two
+    lines would be lost without a word. ``seen``: drawer id -> its first line."""
+    if not isinstance(item, p.ImportDrawer):
+        return
+    first = seen.setdefault(item.drawer_id, lineno)
+    if first != lineno:
+        raise ValueError(
+            f"drawer id {item.drawer_id} appears twice in this file (first on line {first})"
+        )
 
 
 def import_file(client: Client, palace: str, stream: IO[bytes], **options: Any) -> ImportSummary:
@@ -319,11 +397,19 @@ def import_jsonl(
     batch: list[tuple[int, p.ImportDrawer | p.ImportTriple]] = []
     batch_bad = False
     read = 0
-    for lineno, raw in enumerate(stream, start=1):
+    limit = max_line_bytes(max_text_bytes)
+    seen: dict[str, int] = {}
+    for lineno, raw in read_lines(stream, limit):
         summary.lines = lineno
+        if raw is None:
+            why = f"longer than {limit:,} bytes, the limit of a line; nothing after it was read"
+            summary.bad.append(BadLine(lineno, why))
+            _flush(client, palace, batch, True, dry_run, summary)  # held back with it
+            return summary
         read += len(raw)
         try:
             item = parse_line(raw, max_text_bytes)
+            _check_unique(item, lineno, seen)
         except ValueError as exc:
             summary.bad.append(BadLine(lineno, str(exc)))
             batch_bad = True
@@ -385,11 +471,45 @@ def _flush(
         summary.error = f"lines {first}-{last}: [{int(exc.code)}] {exc.message}"
         return False
     result = p.convert(data, p.ImportResult)
+    try:
+        clashes = _clashes(client, palace, batch) if result.skipped else []
+    except p.TrustyError as exc:
+        clashes = []
+        summary.error = (
+            f"lines {batch[0][0]}-{batch[-1][0]}: checking the drawers the palace had:"
+            f" [{int(exc.code)}] {exc.message}"
+        )
+    for lineno, drawer_id in clashes:
+        why = f"drawer {drawer_id} exists in the palace with other content; not imported"
+        summary.bad.append(BadLine(lineno, why))
     summary.imported += result.imported
-    summary.skipped += result.skipped
+    summary.skipped += result.skipped - len(clashes)
     summary.triples_imported += result.triples_imported
     summary.triples_skipped += result.triples_skipped
-    return True
+    return summary.error is None
+
+
+def _clashes(
+    client: Client, palace: str, batch: list[tuple[int, p.ImportDrawer | p.ImportTriple]]
+) -> list[tuple[int, str]]:
+    """``(line, drawer id)`` of each drawer of a stored batch that the palace holds with
+    other content. The worker skips an id it already has and says only how many: a drawer
+    this batch stored has its line's content, so one whose stored content differs was
+    there before with other words. One ``drawer_get`` a drawer, and only for a batch that
+    skipped some: a first import pays nothing."""
+    found = []
+    for lineno, item in batch:
+        if not isinstance(item, p.ImportDrawer):
+            continue
+        try:
+            stored = client.get(palace, item.drawer_id)
+        except p.TrustyError as exc:
+            if exc.code == p.ErrorCode.DRAWER_NOT_FOUND:  # forgotten since: nothing to compare
+                continue
+            raise
+        if stored.content != item.content:
+            found.append((lineno, item.drawer_id))
+    return found
 
 
 def _line_of(message: str, batch, drawers, triples) -> int | None:
@@ -460,33 +580,187 @@ def export_jsonl(
 
 def export_file(client: Client, palace: str, path: Path, **options: Any) -> ExportSummary:
     """``export_jsonl`` into the file ``path``, which only ever appears whole: the lines go
-    to a temporary file beside it, flushed to disk and renamed into place. An export that
-    fails or is interrupted leaves no truncated file, which would import without a word
-    as if it were the whole palace, and never replaces the last good export of that
-    name. A path that is not a regular file (``/dev/stdout``, a named pipe) is written
-    straight through."""
-    if path.exists() and not path.is_file():
-        with _opened(path, path) as out:
-            return export_jsonl(client, palace, out, **options)
-    named, path = path, path.resolve()  # through a symlink: the file it names is replaced
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    to a new temporary file beside it (random name, created exclusively, mode 0600), flushed
+    to disk and renamed into place. An export that fails or is interrupted leaves no
+    truncated file, which would import without a word as if it were the whole palace, and
+    never replaces the last good export of that name. A path that is a named pipe or a
+    device (``/dev/stdout``) is written straight through.
+
+    ``path`` may be in a folder others can write to (``/tmp``), so nothing there is taken
+    on trust: a symbolic link is followed only when it is the caller's (or root's) and
+    so is what it leads to (or, when that does not exist yet, its folder); a pipe or
+    device only when it is theirs. Otherwise, or when the file cannot be written, the
+    ``TrustyError`` names the path and the cause, and nothing was touched."""
+    final, found = _export_target(path)
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        return _export_through(client, palace, path, found, options)
+    return _export_replacing(client, palace, path, final, options)
+
+
+def _export_target(named: Path) -> tuple[Path, os.stat_result | None]:
+    """Where an export to ``named`` goes: the path at the end of its symbolic links and
+    what is there (None: nothing yet). Raises, having touched nothing, when a link on the
+    way or what it leads to is someone else's, or when ``named`` is a folder."""
+    path, found, links = named, None, 0
+    while True:
+        try:
+            found = os.lstat(path)
+        except FileNotFoundError:
+            found = None
+            break
+        except OSError as exc:  # ENOTDIR: a file where a folder should be
+            raise _cannot_write(named, exc) from None
+        if not stat.S_ISLNK(found.st_mode):
+            break
+        if found.st_uid not in _trusted_uids():
+            link = "it is a symbolic link" if not links else f"it leads through {path}, a link"
+            raise _refused(named, f"{link} owned by {_owner(found.st_uid)}, not by you")
+        links += 1
+        if links > MAX_LINKS:
+            raise _cannot_write(named, OSError(errno.ELOOP, os.strerror(errno.ELOOP)))
+        path = Path(path.parent, os.readlink(path))
+    if found is None and links:
+        # A link only the kernel can follow (``/proc/self/fd/1`` names ``pipe:[...]``).
+        with contextlib.suppress(OSError):
+            found = os.stat(named)
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise _cannot_write(named, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
+    if found is not None and (links or not stat.S_ISREG(found.st_mode)):
+        if found.st_uid not in _trusted_uids():
+            what = f"a symbolic link to {path}, which is" if links else _kind(found)
+            raise _refused(named, f"it is {what} owned by {_owner(found.st_uid)}, not by you")
+    elif found is None and links:
+        try:
+            folder = os.stat(path.parent)
+        except OSError as exc:
+            raise _cannot_write(named, exc) from None
+        if folder.st_uid not in _trusted_uids():
+            raise _refused(
+                named,
+                f"it is a symbolic link to {path}, which does not exist yet, in a folder"
+                f" owned by {_owner(folder.st_uid)}, not by you",
+            )
+    return path, found
+
+
+def _trusted_uids() -> set[int]:
+    """Whose links and files an export may follow and write: the caller's, and root's
+    (``/dev/stdout``, ``/dev/null``: root could do anything to the caller anyway)."""
+    return {os.geteuid(), 0}
+
+
+def _owner(uid: int) -> str:
     try:
-        with _opened(tmp, named) as out:
-            summary = export_jsonl(client, palace, out, **options)
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _kind(found: os.stat_result) -> str:
+    if stat.S_ISFIFO(found.st_mode):
+        return "a named pipe"
+    if stat.S_ISCHR(found.st_mode) or stat.S_ISBLK(found.st_mode):
+        return "a device"
+    return "a special file"
+
+
+def _export_replacing(
+    client: Client, palace: str, named: Path, final: Path, options: dict[str, Any]
+) -> ExportSummary:
+    """Write a new temporary file beside ``final`` and rename it onto ``final`` once whole.
+    The rename replaces whatever name is there and never follows it."""
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    except OSError as exc:
+        raise _cannot_write(named, exc) from None
+    tmp = Path(tmp_name)
+    out = _ExportFile(fd, named)
+    try:
+        summary = export_jsonl(client, palace, out, **options)
+        out.sync()
+        out.close()
+        try:
+            os.replace(tmp, final)
+        except OSError as exc:
+            raise _cannot_write(named, exc, " (renaming the finished export into place)") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        out.discard()
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise
     return summary
 
 
-def _opened(path: Path, named: Path) -> IO[bytes]:
-    """``path`` opened for writing; if it cannot be, an error naming ``named``, the path
-    the user gave."""
+def _export_through(
+    client: Client, palace: str, named: Path, found: os.stat_result, options: dict[str, Any]
+) -> ExportSummary:
+    """Write into the pipe or device ``named``, checked by ``_export_target`` as
+    ``found``; refused when what opens is not that (swapped in meanwhile)."""
     try:
-        return open(path, "wb")  # the caller's ``with`` closes it
+        fd = os.open(named, os.O_WRONLY | os.O_NOCTTY)
     except OSError as exc:
-        raise p.TrustyError(
-            p.ErrorCode.INVALID_PARAMS, f"export: cannot write {named}: {exc.strerror or exc}"
-        ) from None
+        raise _cannot_write(named, exc) from None
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino):
+        os.close(fd)
+        raise _refused(named, "it was replaced while it was being checked")
+    out = _ExportFile(fd, named)
+    try:
+        summary = export_jsonl(client, palace, out, **options)
+        out.close()
+    except BaseException:
+        out.discard()
+        raise
+    return summary
+
+
+class _ExportFile:
+    """The file an export writes, as ``export_jsonl``'s ``out``: a failure to write it (a
+    full disk, a pipe whose reader left) is raised as the ``TrustyError`` naming the path
+    the user gave and the cause. Only the file's own calls are caught: a lost daemon is
+    an ``OSError`` too (``ConnectionError``), and is no fault of the path."""
+
+    def __init__(self, fd: int, named: Path) -> None:
+        self.file = os.fdopen(fd, "wb")
+        self.named = named
+
+    def write(self, data: bytes) -> None:
+        with self._failing():
+            self.file.write(data)
+
+    def flush(self) -> None:
+        with self._failing():
+            self.file.flush()
+
+    def sync(self) -> None:
+        with self._failing():
+            self.file.flush()
+            os.fsync(self.file.fileno())
+
+    def close(self) -> None:
+        with self._failing():
+            self.file.close()
+
+    def discard(self) -> None:
+        """Close after a failure; what is still buffered is dropped."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+
+    @contextlib.contextmanager
+    def _failing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise _cannot_write(self.named, exc) from None
+
+
+def _cannot_write(named: Path, exc: OSError, doing: str = "") -> p.TrustyError:
+    """The error for a path the export could not write: ``named`` is what the user gave."""
+    why = exc.strerror or str(exc)
+    return p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"export: cannot write {named}: {why}{doing}")
+
+
+def _refused(named: Path, why: str) -> p.TrustyError:
+    return p.TrustyError(
+        p.ErrorCode.INVALID_PARAMS, f"export: refusing to write {named}: {why}; nothing was written"
+    )

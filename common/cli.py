@@ -382,15 +382,15 @@ def cmd_export(args) -> int:
     client = daemon_client()
     total = client.palace_info(args.palace).drawer_count
     progress = bulk.Progress(f"export {args.palace}", total=total)
-    if args.output in (None, "-"):
-        summary = bulk.export_jsonl(
-            client, args.palace, sys.stdout.buffer, vectors=not args.no_vectors, progress=progress
-        )
-    else:
-        summary = bulk.export_file(
-            client, args.palace, Path(args.output), vectors=not args.no_vectors, progress=progress
-        )
-    progress.close()
+    options = {"vectors": not args.no_vectors, "progress": progress}
+    try:
+        if args.output in (None, "-"):
+            summary = bulk.export_jsonl(client, args.palace, sys.stdout.buffer, **options)
+        else:
+            # Refusals and write failures are TrustyErrors naming the path and the cause.
+            summary = bulk.export_file(client, args.palace, Path(args.output), **options)
+    finally:
+        progress.close()  # an error's line starts on a line of its own
     print(f"exported {summary.drawers} drawers, {summary.triples} triples", file=sys.stderr)
     return 0
 
