@@ -13,7 +13,11 @@ the session with that ``--palace`` default and tool set and replays the client's
 handshake into it under the relay's ``handshake_id``, dropping the SDK's answers to that
 id (the relay's edge already answered the client; a client that initialises again is
 relayed the same way).
-Then JSON-RPC lines flow both ways.
+Then JSON-RPC lines flow both ways, UTF-8, under the limits of
+``mcp_stdio.line_limits`` for this home's settings: a reply longer than a line may be is
+answered with an error naming the limit (it would otherwise be dropped by the relay), and a
+line from the relay over the request limit, or not JSON, is answered with an error for the
+id read from it; the session goes on either way.
 Every session shares one daemon client, so a session's write and its next read go through
 the same read-your-writes tracker.
 """
@@ -29,9 +33,23 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
-from trusty_memory.client.mcp_stdio import MAX_LINE_BYTES
+from trusty_memory.client.mcp_stdio import (
+    INTERNAL_ERROR,
+    READ_CHUNK,
+    LineSplitter,
+    TooLong,
+    configured_limits,
+    dump_line,
+    error_message,
+    id_key,
+    label_of,
+    reply_too_long,
+    request_too_long,
+    salvage,
+)
 
 PARENT_CHECK_S = 1.0
 
@@ -48,6 +66,7 @@ class Host:
         # flight are sent again to the daemon that replaces it, started here if need be,
         # the way each serve's own client did before the relay (writes are idempotent).
         self.client = AsyncClient(config)
+        self.limits = configured_limits(config)
         self.sessions = 0
         self.server: asyncio.AbstractServer | None = None
 
@@ -56,7 +75,7 @@ class Host:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a crashed host's socket: the daemon lock makes it ours
         self.server = await asyncio.start_unix_server(
-            self.on_connection, path=str(path), limit=MAX_LINE_BYTES + 4096
+            self.on_connection, path=str(path), limit=READ_CHUNK
         )
         os.chmod(path, 0o600)
         self.log.info("mcp host listening", socket=str(path))
@@ -96,17 +115,21 @@ class Host:
         from trusty_memory import __version__
         from trusty_memory.client.mcp_session import FrontEnd, SdkSession, build_server
 
-        hello = json.loads(await reader.readline() or b"null")
+        lines = read_lines(reader, self.limits.request)
+        first = await anext(lines, b"null")
+        hello = json.loads(first) if isinstance(first, bytes | bytearray) else None
         if not isinstance(hello, dict):
             return
         tools = "extended" if hello.get("tools") == "extended" else "contract"
         front = FrontEnd(hello.get("palace"), self.log, client=self.client, tools=tools)
         handshake_id = str(hello.get("handshake_id") or "relay-handshake")
+        waiting = Waiting()
 
         def send(message: dict[str, Any]) -> None:
+            label = waiting.answered(message)
             if message.get("id") == handshake_id:
                 return  # the replayed handshake: the client already has its answer
-            writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+            writer.write(self.fitted(message, label))
 
         session = SdkSession(build_server(front, __version__), send, self.log)
         if hello.get("initialize") is not None:
@@ -119,11 +142,11 @@ class Host:
         running = asyncio.create_task(session.run())
         front.start_background()
         try:
-            while line := await reader.readline():
-                with contextlib.suppress(ValueError):
-                    message = json.loads(line)
-                    if isinstance(message, dict):
-                        session.feed(message)
+            async for line in lines:
+                message = self.parse(line, send)
+                if message is not None:
+                    waiting.asked(message)
+                    session.feed(message)
         finally:
             # The relay has gone (its client closed stdin and every answer it waited for
             # came back, or it died): nobody is left to answer.
@@ -131,6 +154,66 @@ class Host:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)
             await front.close()
+
+    def fitted(self, message: dict[str, Any], label: str) -> bytes:
+        """``message`` as a line, or, if it is longer than the relay reads, the error that
+        answers its request instead (the relay would drop it and wait for nothing)."""
+        data = dump_line(message)
+        size = len(data) - 1
+        if size <= self.limits.reply:
+            return data
+        self.log.warning("reply over the line limit", request=label, bytes=size)
+        if "id" not in message or "method" in message:
+            return b""  # a notification: nobody waits on it
+        return dump_line(reply_too_long(message["id"], label, self.limits.reply, size))
+
+    def parse(self, line: bytes | TooLong, send: Any) -> dict[str, Any] | None:
+        """A message from the relay, or None once a line that cannot be one is answered."""
+        if isinstance(line, TooLong):
+            self.log.warning("request over the line limit", id=line.id)
+            if line.id is not None and line.is_request:
+                send(request_too_long(line.id, self.limits.request, " (from the relay)"))
+            return None
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            found = salvage(line)
+            self.log.warning("unreadable line from the relay", id=found.id)
+            if found.id is not None and "method" in found.keys:
+                text = "the MCP host could not read this request; try again"
+                send(error_message(found.id, INTERNAL_ERROR, text))
+            return None
+        return message if isinstance(message, dict) else None
+
+
+class Waiting:
+    """The requests of one session not yet answered, by id: how an error names one."""
+
+    def __init__(self) -> None:
+        self._labels: dict[str, str] = {}
+
+    def asked(self, message: dict[str, Any]) -> None:
+        if "id" in message and "method" in message:
+            self._labels[id_key(message["id"])] = label_of(message)
+        elif message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                self._labels.pop(id_key(params["requestId"]), None)
+
+    def answered(self, message: dict[str, Any]) -> str:
+        if "id" in message and "method" not in message:
+            return self._labels.pop(id_key(message["id"]), "reply")
+        return "message"
+
+
+async def read_lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[bytes | TooLong]:
+    """The lines of a stream, each at most ``limit`` bytes; a longer one as ``TooLong``."""
+    splitter = LineSplitter(limit)
+    while chunk := await reader.read(READ_CHUNK):
+        for item in splitter.feed(chunk):
+            yield item
+    for item in splitter.end():
+        yield item
 
 
 def same_user(sock: socket.socket | None) -> bool:

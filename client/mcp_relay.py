@@ -23,9 +23,13 @@ daemon starts it if none runs (one line on stderr says so: the first start loads
 embedding model). If the connection drops, every request still waiting on it is answered
 with an error (never left hanging) and the next one reconnects.
 
-Wire to the host: a stream of JSON lines. The relay's first line is a hello, ``{"palace":
-..., "tools": "contract" or "extended", "initialize": params or null, "initialized": bool,
-"handshake_id": id}``; then JSON-RPC messages both ways.
+Wire to the host: a stream of JSON lines (UTF-8). The relay's first line is a hello,
+``{"palace": ..., "tools": "contract" or "extended", "initialize": params or null,
+"initialized": bool, "handshake_id": id}``; then JSON-RPC messages both ways. Lines are
+bounded both ways by the limits of ``mcp_stdio.line_limits``: a request that would be
+longer than the host reads is answered here; a reply line from the host that is longer
+than the relay reads, or not JSON, is skipped and its request answered with an error
+(its id read from the line), never left waiting.
 """
 
 from __future__ import annotations
@@ -47,11 +51,20 @@ from trusty_memory.client.mcp_stdio import (
     GRACE_S,
     HARD_EXIT_S,
     INTERNAL_ERROR,
-    MAX_LINE_BYTES,
+    READ_CHUNK,
+    IdScanner,
+    LineLimits,
+    LineSplitter,
     StdioEdge,
+    TooLong,
+    dump_line,
     error_message,
     exit_after,
     id_key,
+    label_of,
+    reply_too_long,
+    request_too_long,
+    salvage,
 )
 
 START_TIMEOUT_S = 60.0  # a daemon start, model preparation included
@@ -176,19 +189,40 @@ class ProgressTicker:
                         )
 
 
-class HostLink:
-    """One connection to the MCP host: lines out under a lock, a thread reading lines in."""
+class LineTooLong(Exception):
+    """A message that would be longer than the host reads a line (the message says how long)."""
 
-    def __init__(self, sock: socket.socket, on_message, on_closed) -> None:
+
+class HostLink:
+    """One connection to the MCP host: lines out under a lock, a thread reading lines in.
+
+    ``limits``: what the host reads (``request``, checked before sending) and what is read
+    from it (``reply``). A line from the host that is over the limit or not JSON goes to
+    ``on_dropped`` with what could be read of it (an :class:`IdScanner` or a ``TooLong``).
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        on_message: Callable[[dict[str, Any]], None],
+        on_closed: Callable[[HostLink], None],
+        on_dropped: Callable[[IdScanner | TooLong], None],
+        limits: LineLimits,
+    ) -> None:
         self.sock = sock
+        self.limits = limits
         self._send_lock = threading.Lock()
         self.closed = False
         self._on_message = on_message
         self._on_closed = on_closed
+        self._on_dropped = on_dropped
         threading.Thread(target=self._read_loop, name="mcp-host-in", daemon=True).start()
 
     def send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+        """Send one line; ``LineTooLong`` (nothing sent) if the host would not read it."""
+        data = dump_line(message)
+        if len(data) - 1 > self.limits.request:
+            raise LineTooLong(f"{len(data) - 1} bytes once encoded for the daemon")
         with self._send_lock:
             self.sock.sendall(data)
 
@@ -200,19 +234,30 @@ class HostLink:
             pass
 
     def _read_loop(self) -> None:
-        with self.sock.makefile("rb") as lines:
-            try:
-                while raw := lines.readline(MAX_LINE_BYTES + 1):
-                    try:
-                        message = json.loads(raw)
-                    except ValueError:
-                        continue
-                    self._on_message(message)
-            except OSError:
-                pass
+        splitter = LineSplitter(self.limits.reply)
+        try:
+            while chunk := self.sock.recv(READ_CHUNK):
+                for item in splitter.feed(chunk):
+                    self._read_one(item)
+        except OSError:
+            pass
+        for item in splitter.end():  # a line cut off by the close: not JSON, or too long
+            self._read_one(item)
         self.closed = True
         self.sock.close()
         self._on_closed(self)
+
+    def _read_one(self, item: bytes | TooLong) -> None:
+        if isinstance(item, TooLong):
+            self._on_dropped(item)
+            return
+        try:
+            message = json.loads(item)
+        except (ValueError, RecursionError):
+            self._on_dropped(salvage(item))
+            return
+        if isinstance(message, dict):
+            self._on_message(message)
 
 
 class Relay:
@@ -302,7 +347,7 @@ class Relay:
                 self._connect(start=True)
             except HostUnavailable as exc:
                 self.progress.done(key)
-                text = f"{_label(message)}: {exc}"
+                text = f"{label_of(message)}: {exc}"
                 self.edge.emit(error_message(message["id"], INTERNAL_ERROR, text))
                 return
             self.progress.now_waiting_for(key, "waiting for the daemon")
@@ -310,7 +355,7 @@ class Relay:
             self.progress.watch(key, message, "waiting for the daemon")
         if is_request:
             with self._lock:
-                entry = (message["id"], _label(message), time.perf_counter())
+                entry = (message["id"], label_of(message), time.perf_counter())
                 self._inflight[key] = entry
         self._send(message)
 
@@ -319,6 +364,13 @@ class Relay:
             self.link.send(message)
         except OSError:
             self.link.close()  # the reader thread settles what was in flight
+        except LineTooLong as exc:
+            # Re-encoding can lengthen a line that fitted on stdin (1e15 is written
+            # 1000000000000000.0): answered here, as stdin's limit would have been.
+            self.log.warning("request over the line limit", request=label_of(message))
+            if "id" in message and "method" in message:
+                limit = self.link.limits.request
+                self._from_host(request_too_long(message["id"], limit, f" ({exc})"))
 
     def connect_if_running(self) -> None:
         """At start-up: join a daemon that already runs (never start one), so the first
@@ -333,10 +385,16 @@ class Relay:
             if self.link is not None and not self.link.closed:
                 return
             sock = open_host(start, self._announce_start)
-            link = HostLink(sock, self._from_host, self._host_closed)
+            link = HostLink(
+                sock, self._from_host, self._host_closed, self._dropped, self.edge.limits
+            )
             hello = {"palace": self.palace, "tools": self.tools, "initialize": self.init_params}
             hello.update(initialized=self.initialized, handshake_id=self.handshake_id)
-            link.send(hello)
+            try:
+                link.send(hello)
+            except LineTooLong as exc:
+                link.close()
+                raise HostUnavailable(f"the client's initialize is too long ({exc})") from None
             self.link = link
         self.log.debug("relaying to the daemon's MCP host")
 
@@ -363,6 +421,34 @@ class Relay:
                 self.log.debug("answered", request=entry[1], ms=ms, error="error" in message)
         self.edge.emit(message)
 
+    def _dropped(self, line: IdScanner | TooLong) -> None:
+        """A line from the host that could not be read (over the reply limit, or not JSON).
+
+        Its request, named by the id read from the line, gets an error instead. A line
+        that names none is a notification (dropped) or a host gone wrong: the link is
+        closed, which answers every request still waiting, rather than leave one hanging.
+        """
+        is_response = bool({"result", "error"} & line.keys) and "method" not in line.keys
+        if line.id is None or not is_response:
+            if "method" in line.keys:
+                too_long = isinstance(line, TooLong)
+                self.log.warning("dropped a message from the MCP host", too_long=too_long)
+            elif self.link is not None:
+                self.log.warning("unreadable line from the MCP host; reconnecting")
+                self.link.close()
+            return
+        with self._lock:
+            entry = self._inflight.get(id_key(line.id))
+        if entry is None:
+            self.log.warning("dropped a reply to no waiting request", id=line.id)
+            return
+        rid, label, _sent = entry
+        if isinstance(line, TooLong):
+            self._from_host(reply_too_long(rid, label, self.edge.limits.reply))
+        else:
+            text = f"{label}: the daemon's MCP host sent a reply that is not JSON; try again"
+            self._from_host(error_message(rid, INTERNAL_ERROR, text))
+
     def _host_closed(self, link: HostLink) -> None:
         with self._lock:
             lost, self._inflight = self._inflight, {}
@@ -377,14 +463,6 @@ class Relay:
     def close(self) -> None:
         if self.link is not None:
             self.link.close()
-
-
-def _label(message: dict[str, Any]) -> str:
-    """How an error names the request: the tool for ``tools/call``, else the method."""
-    params = message.get("params")
-    if message.get("method") == "tools/call" and isinstance(params, dict):
-        return str(params.get("name"))
-    return str(message.get("method"))
 
 
 # --------------------------------------------------------------------------------------

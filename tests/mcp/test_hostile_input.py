@@ -63,7 +63,7 @@ def test_overlong_line_is_refused_without_being_held(raw_serve):
     s.initialize()
     s.write(b'{"jsonrpc":"2.0","id":1,"method":"ping","pad":"' + b"x" * MAX_LINE_BYTES + b'"}')
     err = s.recv()
-    assert err["id"] is None and err["error"]["code"] == -32700
+    assert err["id"] == 1 and err["error"]["code"] == -32700  # the id, read from the line
     assert f"longer than {MAX_LINE_BYTES} bytes" in err["error"]["message"]
     _still_serving(s)
 
