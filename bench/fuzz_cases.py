@@ -7,6 +7,10 @@ with the fixed cases (each tool's every argument given each wrong type, nesting 
 depth in each position, odd Unicode, batches, duplicate ids, notifications with ids) and
 fills the rest with seeded random ones (random bytes, truncated and mutated valid
 requests), so a quick run covers every fixed case and a seed reproduces a full run.
+Among the fixed cases are the inputs that must each get a clear error naming the field
+(``clear_error_tool_cases``, ``clear_error_frame_cases``: past a ``[limits]`` bound, only
+invisible characters, a lone surrogate, a time off the calendar in UTC); the run asks only
+that they be answered, tests/reliability/test_fuzz.py reads their messages.
 
 What an answer must be is read off the payload with the rules the contract states, not
 with the product's code: a stdin line that is not UTF-8 JSON, or not an object, or whose
@@ -76,6 +80,155 @@ WRONG_VALUES: dict[str, list[Any]] = {
     "number": ["1", True, [], {}, -0.5, 2.0, 1e308, 10**30],
     "array": ["x", 1, {}, [1], [None], [["x"]], [{"a": 1}], True],
 }
+
+
+# Inputs that must each get a clear error naming the field (never an internal error):
+# past a ``[limits]`` bound, only invisible characters, a lone surrogate, a time that
+# leaves the calendar once moved to UTC. ``(kind, tool or method, arguments, [what the
+# error message must contain])``; the fuzz run sends them like every fixed case, and
+# tests/reliability/test_fuzz.py checks each one's message.
+EDGE_TIMES = ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00")
+NIL_ID = "00000000-0000-0000-0000-000000000000"
+MB = "x" * 2**20
+
+
+def _too_big(field: str, size: int, limit: int, setting: str) -> str:
+    return f"{field}: {size} bytes, at most {limit} ([limits] {setting})"
+
+
+def _calendar(field: str, value: str) -> str:
+    return f"{field}: {value!r} is outside the calendar in UTC (years 1 to 9999)"
+
+
+def _surrogate_cases() -> list[tuple[str, str, dict[str, Any], list[str]]]:
+    """A lone surrogate in each string argument of each contract tool (JSON's ``\\ud800``
+    is valid JSON; UTF-8 cannot carry it)."""
+    cases = []
+    for tool in tool_definitions():
+        name = tool["name"]
+        for prop, schema in tool["inputSchema"]["properties"].items():
+            if schema.get("type") == "string":
+                value, where = (
+                    "ok\ud800",
+                    f"'{prop}' contains a lone surrogate (U+D800) at character 2",
+                )
+            elif schema.get("type") == "array":
+                value, where = (
+                    ["x", "\udfff"],
+                    f"'{prop}[1]' contains a lone surrogate (U+DFFF) at character 0",
+                )
+            else:
+                continue
+            args = {**VALID_ARGS[name], prop: value}
+            cases.append((f"surrogate:{name}.{prop}", name, args, [where, "send valid UTF-8"]))
+    return cases
+
+
+def clear_error_tool_cases() -> list[tuple[str, str, dict[str, Any], list[str]]]:
+    """Tool calls (the contract's tools, on ``serve``'s stdin) that need a clear error."""
+    tags = [f"{i:03d}" + "t" * 97 for i in range(10_000)]  # the audit's 10,000 tags of 100
+    kg = VALID_ARGS["kg_assert"]
+    cases = [
+        ("bounds:memory_remember.tags", "memory_remember",
+         {**VALID_ARGS["memory_remember"], "tags": tags},
+         ["memory_remember: tags: 10000 tags, at most 64 ([limits] max_tags)"]),
+        ("bounds:memory_remember.tag-bytes", "memory_remember",
+         {**VALID_ARGS["memory_remember"], "tags": ["ok", "t" * 129]},
+         [_too_big("tags[1]", 129, 128, "max_tag_bytes")]),
+        ("bounds:memory_remember.room", "memory_remember",
+         {**VALID_ARGS["memory_remember"], "room": "r" * 100_000},
+         [_too_big("room", 100_000, 256, "max_room_bytes")]),
+        ("bounds:memory_recall.query", "memory_recall",
+         {**VALID_ARGS["memory_recall"], "query": "q" * 4097},
+         [_too_big("query", 4097, 4096, "max_query_bytes")]),
+        ("bounds:memory_recall_deep.query", "memory_recall_deep",
+         {**VALID_ARGS["memory_recall_deep"], "query": "é" * 2049},
+         [_too_big("query", 4098, 4096, "max_query_bytes")]),
+        ("bounds:memory_list.room", "memory_list", {"palace": PALACE, "room": "r" * 257},
+         [_too_big("room", 257, 256, "max_room_bytes")]),
+        ("bounds:memory_list.tag", "memory_list", {"palace": PALACE, "tag": "t" * 129},
+         [_too_big("tag", 129, 128, "max_tag_bytes")]),
+        ("bounds:memory_forget.drawer_id", "memory_forget", {"palace": PALACE, "drawer_id": MB},
+         [_too_big("drawer_id", 2**20, 256, "max_name_bytes")]),
+        ("bounds:kg_query.subject", "kg_query", {"palace": PALACE, "subject": MB},
+         [_too_big("subject", 2**20, 4096, "max_kg_field_bytes")]),
+        ("bounds:palace_create.description", "palace_create",
+         {"name": PALACE, "description": "d" * 4097},
+         [_too_big("description", 4097, 4096, "max_description_bytes")]),
+        ("invisible:memory_remember.text", "memory_remember",
+         {"palace": PALACE, "text": "\u200b\u200c\u200d\ufeff\u2060"},
+         ["memory_remember: 'text' holds only invisible characters (U+200B, U+200C"]),
+        ("invisible:memory_remember.text", "memory_remember",
+         {"palace": PALACE, "text": " \u0301\u0007 "},
+         ["'text' holds only invisible characters (U+0301, U+0007)"]),
+        ("invisible:memory_recall.query", "memory_recall", {"palace": PALACE, "query": "\u200b"},
+         ["memory_recall: 'query' holds only invisible characters (U+200B)"]),
+    ]  # fmt: skip
+    for field in ("subject", "predicate", "object", "provenance"):
+        cases.append((f"bounds:kg_assert.{field}", "kg_assert", {**kg, field: MB},
+                      [_too_big(field, 2**20, 4096, "max_kg_field_bytes")]))  # fmt: skip
+    return cases + _surrogate_cases()
+
+
+def clear_error_frame_cases() -> list[tuple[str, str, dict[str, Any], list[str]]]:
+    """Requests (on the broker's front socket, to palace ``PALACE``) that need a clear
+    error: the extended methods' times and fields, import and the dreamer's inputs. Each
+    is refused before it changes anything."""
+    cases = []
+    for edge in EDGE_TIMES:
+        for method, field, params in (
+            ("memory_search", "since", {}), ("memory_search", "until", {}),
+            ("kg_query", "as_of", {"subject": "s"}),
+            ("memory_remember", "created_at", {"text": "an edge-of-time note"}),
+            ("dream_decay", "now", {"dry_run": True}),
+        ):  # fmt: skip
+            cases.append((f"edge-time:{method}.{field}", method, {**params, field: edge},
+                          [f"{method}: " + _calendar(field, edge)]))  # fmt: skip
+        triple = {"subject": "s", "predicate": "p", "object": "o", "valid_from": edge}
+        expected = [_calendar("triples[0].valid_from", edge)]
+        cases.append(("edge-time:palace_import.valid_from", "palace_import",
+                      {"triples": [triple]}, expected))  # fmt: skip
+    many = [f"tag{i}" for i in range(65)]
+    cases += [
+        ("bounds:memory_update.tags", "memory_update", {"drawer_id": NIL_ID, "tags": many},
+         ["memory_update: tags: 65 tags, at most 64 ([limits] max_tags)"]),
+        ("bounds:memory_update.room", "memory_update", {"drawer_id": NIL_ID, "room": MB},
+         [_too_big("room", 2**20, 256, "max_room_bytes")]),
+        ("bounds:memory_search.query", "memory_search", {"query": MB},
+         [_too_big("query", 2**20, 4096, "max_query_bytes")]),
+        ("bounds:memory_search.cursor", "memory_search", {"cursor": MB},
+         [_too_big("cursor", 2**20, 256, "max_name_bytes")]),
+        ("bounds:kg_history.predicate", "kg_history", {"subject": "s", "predicate": MB},
+         [_too_big("predicate", 2**20, 4096, "max_kg_field_bytes")]),
+        ("bounds:kg_invalidate.object", "kg_invalidate",
+         {"subject": "s", "predicate": "p", "object": MB},
+         [_too_big("object", 2**20, 4096, "max_kg_field_bytes")]),
+        ("bounds:drawer_get.drawer_id", "drawer_get", {"drawer_id": MB},
+         [_too_big("drawer_id", 2**20, 256, "max_name_bytes")]),
+        ("bounds:archive_list.reason", "archive_list", {"reason": MB},
+         [_too_big("reason", 2**20, 256, "max_name_bytes")]),
+        ("bounds:palace_export.kind", "palace_export", {"kind": MB},
+         [_too_big("kind", 2**20, 256, "max_name_bytes")]),
+        ("bounds:memory_remember.metadata", "memory_remember",
+         {"text": "a note with big metadata", "metadata": {"k": MB}},
+         ["memory_remember: metadata: 1048584 bytes of JSON, at most 16384"]),
+        ("bounds:palace_import.tags", "palace_import",
+         {"drawers": [{"drawer_id": NIL_ID, "content": "c", "tags": many}]},
+         ["palace_import: drawers[0].tags: 65 tags, at most 64 ([limits] max_tags)"]),
+        ("bounds:palace_import.subject", "palace_import",
+         {"triples": [{"subject": MB, "predicate": "p", "object": "o",
+                       "valid_from": "2024-01-01T00:00:00Z"}]},
+         [_too_big("triples[0].subject", 2**20, 4096, "max_kg_field_bytes")]),
+        ("bounds:embed.texts", "embed", {"texts": ["t"] * 100_001},
+         ["embed: texts: 100001 texts, at most 100000 ([limits] max_batch_items)"]),
+        ("bounds:dream_merge.groups", "dream_merge", {"groups": [[NIL_ID, MB]], "dry_run": True},
+         [_too_big("groups[0][1]", 2**20, 256, "max_name_bytes")]),
+        ("invisible:memory_update.text", "memory_update", {"drawer_id": NIL_ID, "text": "\u2060"},
+         ["memory_update: 'text' holds only invisible characters (U+2060)"]),
+        ("invisible:memory_search.query", "memory_search", {"query": "\u200d\u200d"},
+         ["memory_search: 'query' holds only invisible characters (U+200D)"]),
+    ]  # fmt: skip
+    return cases
 
 
 def _dumps(obj: Any) -> bytes:
@@ -159,6 +312,8 @@ def fixed_stdin_cases(ids: Ids) -> list[Case]:
             lines = _nesting_lines(json.dumps(ids()), _nested(depth, shape))
             for where, line in lines.items():
                 add(f"nesting:{where}:{shape}:{depth}", line.encode())
+    for kind, tool, arguments, _ in clear_error_tool_cases():
+        add(kind, tool_call(ids(), tool, arguments))
     for s in ODD_STRINGS:
         add("unicode:text", tool_call(ids(), "memory_remember", {"palace": PALACE, "text": s}))
         add("unicode:query", tool_call(ids(), "memory_recall", {"palace": PALACE, "query": s}))
@@ -386,6 +541,9 @@ def fixed_frame_cases(ids: Ids) -> list[FrameCase]:
     ]
     same_id = _request_frame(str(ids()), "noop", {}, palace=PALACE)
     cases.append(("duplicate-id", [[same_id], [same_id], [same_id]]))
+    for kind, method, params, _ in clear_error_frame_cases():
+        envelope = {} if method == "embed" else {"palace": PALACE}
+        cases.append((kind, [[_request_frame(str(ids()), method, params, **envelope)]]))
     return cases
 
 

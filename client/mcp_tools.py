@@ -438,6 +438,7 @@ class Args:
             return None
         if not isinstance(value, str):
             raise ToolError(f"{self.tool}: '{key}' must be a string, got {_json_type(value)}")
+        self._utf8(key, value)
         return value
 
     def strings(self, key: str) -> list[str]:
@@ -446,7 +447,20 @@ class Args:
             return []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ToolError(f"{self.tool}: '{key}' must be an array of strings")
+        for i, item in enumerate(value):
+            self._utf8(f"{key}[{i}]", item)
         return list(value)
+
+    def _utf8(self, key: str, value: str) -> None:
+        """JSON may carry a lone surrogate (``"\\ud800"``) that UTF-8 cannot: refused here,
+        naming the argument, before it reaches the daemon's encoder."""
+        from trusty_memory.protocol import surrogate_in
+
+        where = surrogate_in(value)
+        if where is not None:
+            raise ToolError(
+                f"{self.tool}: '{key}' contains a lone surrogate {where}; send valid UTF-8"
+            )
 
     def integer(self, key: str, default: int) -> int:
         value = self._get(key)

@@ -37,6 +37,10 @@ Example ``config.toml``::
 
     [mcp]
     tools = "contract"        # "extended": serve also lists update, search, history, ...
+
+    [limits]                  # what one request may carry (``LimitsSettings``)
+    max_tags = 64
+    max_kg_field_bytes = 4096
 """
 
 from __future__ import annotations
@@ -217,6 +221,52 @@ class McpSettings:
 
 
 @dataclass(frozen=True)
+class LimitsSettings:
+    """What one request may carry, beyond ``[palace] max_text_bytes`` (a drawer's text).
+
+    Only drawer text had a bound: 10,000 tags of 100 characters, a 100,000-character room
+    and megabyte knowledge-graph fields were all stored (ten such drawers made a 30 MB
+    palace file, and every recall that returned them carried them). Every string and list
+    in a method's params is now bounded, when its params are decoded
+    (``protocol.decode_params``: every worker and the broker run it, so the MCP tools, the
+    Python client, the command line and import all meet the same bounds), and a refusal
+    names the field, the size, the limit and the setting, e.g.
+    ``tags: 10000 tags, at most 64 ([limits] max_tags)``.
+
+    Each default sits far above what a person or an agent writes, and well below what
+    costs the daemon: sizes are UTF-8 bytes. Set them in ``[limits]`` or with
+    ``TRUSTY_MEMORY_LIMITS_<NAME>`` (e.g. ``TRUSTY_MEMORY_LIMITS_MAX_TAGS=128``).
+    """
+
+    # Tags per drawer: a tag is a label to filter by, and agents attach a handful; each
+    # tag is a row of ``drawer_tags`` and part of every hit returned.
+    max_tags: int = 64
+    # One tag (and the ``tag`` filter): a label, not a sentence.
+    max_tag_bytes: int = 128
+    # A room (and the ``room`` filter): the contract's rooms are one word; a custom room is
+    # a name, and every distinct room is kept in memory by each worker.
+    max_room_bytes: int = 256
+    # A knowledge-graph subject, predicate, object or provenance: entity names, relation
+    # names, short values and source ids (the contract's examples are under 30 bytes);
+    # a fact's prose belongs in a drawer.
+    max_kg_field_bytes: int = 4096
+    # A recall or search query: the model reads 256 tokens (~1-2 KB of English) and
+    # keyword search at most 32 words, so a longer query only costs time.
+    max_query_bytes: int = 4096
+    # A palace's description (its L0 identity text, returned with every recall).
+    max_description_bytes: int = 4096
+    # A drawer's metadata, as JSON: a few keys a caller filters or dedups by.
+    max_metadata_bytes: int = 16 * 1024
+    # Ids and other short tokens: drawer ids (a UUID is 36), cursors, archive entries,
+    # times (RFC 3339 is at most 35), an export's kind, an archive reason.
+    max_name_bytes: int = 256
+    # Items in one request's batch: a palace_import's drawers and triples (the import
+    # command sends 500 lines a request), an embed's texts (a worker sends at most twice
+    # ``[palace] batch_max``), the drawer ids of a dream_merge, a reader's hit counts.
+    max_batch_items: int = 100_000
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     run_dir: Path
@@ -227,6 +277,7 @@ class Config:
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
     client: ClientSettings = field(default_factory=ClientSettings)
     mcp: McpSettings = field(default_factory=McpSettings)
+    limits: LimitsSettings = field(default_factory=LimitsSettings)
 
     @property
     def daemon_endpoint(self) -> str:
@@ -329,6 +380,7 @@ def load_config() -> Config:
         daemon=_section(DaemonSettings, raw.get("daemon", {}), "TRUSTY_MEMORY_DAEMON_"),
         client=_client_section(raw.get("client", {})),
         mcp=_mcp_settings(raw.get("mcp", {})),
+        limits=_section(LimitsSettings, raw.get("limits", {}), "TRUSTY_MEMORY_LIMITS_"),
     )
 
 

@@ -29,16 +29,25 @@ Two sockets carry it, both on the broker (the ZeroMQ guide's Majordomo shape):
 
 Everything that crosses a process boundary is decoded into a typed ``msgspec.Struct``;
 a frame that fails to decode gets an error reply naming the cause (or, if it cannot even
-be answered, a log line) and never takes a process down.
+be answered, a log line) and never takes a process down. Decoded params are held to the
+bounds at the end of this module (``[limits]``: every string and list has one), and a
+request with a string UTF-8 cannot carry is refused, naming the field, before it is sent.
 """
 
 from __future__ import annotations
 
 import enum
+import re
+import unicodedata
 import uuid
-from typing import Any, TypeVar
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
+
+if TYPE_CHECKING:
+    from trusty_memory.config import Config, LimitsSettings
 
 PROTOCOL_VERSION = 1
 
@@ -834,7 +843,8 @@ def encode_request(
 ) -> tuple[str, bytes]:
     """Build and encode a request; returns ``(id, frame)``."""
     rid = id or new_id()
-    raw = msgspec.Raw(_encoder.encode(params if params is not None else {}))
+    params = params if params is not None else {}
+    raw = msgspec.Raw(_encode_valid(method, params))
     req = Request(
         id=rid,
         method=method,
@@ -844,7 +854,58 @@ def encode_request(
         min_seq=min_seq,
         background=background,
     )
-    return rid, _encoder.encode(req)
+    return rid, _encode_valid(method, req, {"palace": palace, "method": method, "id": rid})
+
+
+def _encode_valid(method: str, obj: Any, fields: dict[str, Any] | None = None) -> bytes:
+    """``obj`` encoded; a string that UTF-8 cannot carry (a lone surrogate: JSON's
+    ``"\\ud800"``, or a command-line argument that was not UTF-8) is ``INVALID_PARAMS``
+    naming its field, where msgspec's ``UnicodeEncodeError`` reached callers as an
+    internal error. The search runs only once encoding failed: a valid request pays nothing.
+    """
+    try:
+        return _encoder.encode(obj)
+    except UnicodeEncodeError:
+        problem = lone_surrogate(fields if fields is not None else obj)
+        if problem is None:
+            raise
+        raise TrustyError(ErrorCode.INVALID_PARAMS, f"{method}: {problem}") from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_in(text: str) -> str | None:
+    """Where ``text`` holds a lone surrogate, as "(U+D800) at character 5"; None if nowhere."""
+    found = None if text.isascii() else _SURROGATE.search(text)
+    if found is None:
+        return None
+    return f"(U+{ord(found.group()):04X}) at character {found.start()}"
+
+
+def lone_surrogate(obj: Any, path: str = "") -> str | None:
+    """The first string inside ``obj`` (params as built by a caller: dicts, lists, Structs)
+    that holds a lone surrogate, as ``"text: contains a lone surrogate (U+D800) at
+    character 5; send valid UTF-8"``; None when every string is valid."""
+    if isinstance(obj, str):
+        where = surrogate_in(obj)
+        if where is None:
+            return None
+        return f"{path or 'value'}: contains a lone surrogate {where}; send valid UTF-8"
+    if isinstance(obj, msgspec.Struct):
+        obj = {name: getattr(obj, name) for name in obj.__struct_fields__}
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            name = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and surrogate_in(key) is not None:
+                return lone_surrogate(key, f"{path or 'params'}: a key")
+            if (problem := lone_surrogate(value, name)) is not None:
+                return problem
+    elif isinstance(obj, list | tuple):
+        for i, value in enumerate(obj):
+            if (problem := lone_surrogate(value, f"{path}[{i}]")) is not None:
+                return problem
+    return None
 
 
 # What msgspec raises on a frame it cannot decode. Besides its own errors: RecursionError
@@ -940,7 +1001,7 @@ def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = N
     if target is None:
         raise TrustyError(ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
     try:
-        return msgspec.msgpack.decode(
+        params = msgspec.msgpack.decode(
             bytes(raw) if isinstance(raw, msgspec.Raw) else raw, type=target
         )
     except msgspec.ValidationError as exc:
@@ -949,6 +1010,8 @@ def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = N
         raise TrustyError(
             ErrorCode.MALFORMED_FRAME, f"{method}: undecodable params: {_reason(exc)}"
         ) from exc
+    check_bounds(method, params)
+    return params
 
 
 def ok_response(rid: str, data: Any, seq: int = 0) -> bytes:
@@ -971,3 +1034,284 @@ def unwrap(resp: Response) -> Any:
 def convert(data: Any, cls: type[S]) -> S:
     """Turn decoded response data into a typed result."""
     return msgspec.convert(data, cls)
+
+
+# ---------------------------------------------------------------------------
+# Bounds: what one request's params may carry. Checked where params are decoded
+# (``decode_params``), which every worker and the broker run, so every way in (the MCP
+# tools, the Python client, the command line, import) meets the same bounds before any
+# work is done. The limits are ``[limits]`` settings (``config.LimitsSettings``, which
+# says why each default is what it is); a drawer's text keeps its own bound,
+# ``[palace] max_text_bytes``, checked by the palace worker (``TEXT_TOO_LARGE``).
+
+_config: Config | None = None
+
+
+def use_config(config: Config) -> None:
+    """Bound params by ``config``'s limits in this process (a worker passes its own).
+    Without it, the first decode reads the home's config, as every actor does."""
+    global _config
+    _config = config
+
+
+def _bounds_config() -> Config:
+    global _config
+    if _config is None:
+        from trusty_memory.config import load_config
+
+        _config = load_config()
+    return _config
+
+
+def limits() -> LimitsSettings:
+    """This process's ``[limits]``."""
+    return _bounds_config().limits
+
+
+class OutOfBounds(Exception):
+    """A value past its bound; ``check_bounds`` words it as ``INVALID_PARAMS``."""
+
+
+class OutsideCalendar(TrustyError, OverflowError):
+    """A time that leaves the years 1..9999 once moved to UTC (``0001-01-01T00:00:00+01:00``
+    is in the year 0). Also an ``OverflowError``: what ``datetime`` raised there, and
+    what callers that word it themselves (``client/bulk.py``) catch."""
+
+    def __init__(self, field: str, value: str) -> None:
+        super().__init__(
+            ErrorCode.INVALID_PARAMS,
+            f"{field}: {value!r} is outside the calendar in UTC (years 1 to 9999)",
+        )
+
+
+def in_utc(parsed: datetime, field: str, value: str) -> datetime:
+    """``parsed`` (zone-aware) moved to UTC; ``OutsideCalendar`` when that leaves the calendar."""
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise OutsideCalendar(field, value) from None
+
+
+Check = Callable[[str, Any, "LimitsSettings"], None]  # (field path, value, limits)
+
+
+def _size(value: str) -> int:
+    """UTF-8 bytes of ``value``; no encoding at all for a string that cannot be near a bound."""
+    return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+
+
+def _within(path: str, value: Any, limit: int, setting: str) -> None:
+    if not isinstance(value, str) or len(value) * 4 <= limit:  # UTF-8: 4 bytes a character
+        return
+    if (size := _size(value)) > limit:
+        raise OutOfBounds(f"{path}: {size} bytes, at most {limit} ({setting})")
+
+
+def _bytes(setting: str) -> Check:
+    """A string of at most ``[limits] setting`` bytes."""
+
+    def check(path: str, value: Any, lim: LimitsSettings) -> None:
+        _within(path, value, getattr(lim, setting), f"[limits] {setting}")
+
+    return check
+
+
+def _count(path: str, items: list, limit: int, noun: str, setting: str) -> None:
+    if len(items) > limit:
+        raise OutOfBounds(f"{path}: {len(items)} {noun}, at most {limit} ([limits] {setting})")
+
+
+def _strings(count: str, each: str, noun: str) -> Check:
+    """A list of at most ``[limits] count`` strings of at most ``[limits] each`` bytes."""
+
+    def check(path: str, value: Any, lim: LimitsSettings) -> None:
+        if isinstance(value, list):
+            _count(path, value, getattr(lim, count), noun, count)
+            for i, item in enumerate(value):
+                _within(f"{path}[{i}]", item, getattr(lim, each), f"[limits] {each}")
+
+    return check
+
+
+def _batch(noun: str) -> Check:
+    """A batch of at most ``[limits] max_batch_items`` items (Structs are checked in turn)."""
+
+    def check(path: str, value: Any, lim: LimitsSettings) -> None:
+        if isinstance(value, list):
+            _count(path, value, lim.max_batch_items, noun, "max_batch_items")
+            for i, item in enumerate(value):
+                if isinstance(item, msgspec.Struct):
+                    _check_struct(item, f"{path}[{i}].", lim)
+
+    return check
+
+
+def _groups(path: str, value: Any, lim: LimitsSettings) -> None:
+    """``dream_merge``'s groups: their drawer ids together are one batch, each id short."""
+    if not isinstance(value, list):
+        return
+    ids = [(f"{path}[{i}][{j}]", d) for i, group in enumerate(value) for j, d in enumerate(group)]
+    _count(path, ids, lim.max_batch_items, "drawer ids", "max_batch_items")
+    for where, drawer_id in ids:
+        _within(where, drawer_id, lim.max_name_bytes, "[limits] max_name_bytes")
+
+
+def _embed_texts(path: str, value: Any, lim: LimitsSettings) -> None:
+    """``embed``'s texts: a batch, each text no longer than a drawer's may be."""
+    if not isinstance(value, list):
+        return
+    _count(path, value, lim.max_batch_items, "texts", "max_batch_items")
+    most = _bounds_config().palace.max_text_bytes
+    for i, text in enumerate(value):
+        _within(f"{path}[{i}]", text, most, "[palace] max_text_bytes")
+
+
+def _metadata(path: str, value: Any, lim: LimitsSettings) -> None:
+    """A drawer's metadata, measured as the JSON it is stored as."""
+    if value is None:
+        return
+    try:
+        size = len(msgspec.json.encode(value))
+    except (TypeError, ValueError, msgspec.EncodeError):  # an ext type: measure the wire form
+        size = len(_encoder.encode(value))
+    if size > lim.max_metadata_bytes:
+        limit = lim.max_metadata_bytes
+        raise OutOfBounds(
+            f"{path}: {size} bytes of JSON, at most {limit} ([limits] max_metadata_bytes)"
+        )
+
+
+def _time(path: str, value: Any, lim: LimitsSettings) -> None:
+    """An RFC 3339 time: short, and inside the calendar once moved to UTC. A value that is
+    no time at all is left to the worker, which words that (``store_values``)."""
+    _within(path, value, lim.max_name_bytes, "[limits] max_name_bytes")
+    if not isinstance(value, str):
+        return
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return
+    if parsed.tzinfo is not None:
+        in_utc(parsed, path, value)
+
+
+# Characters that show nothing on their own: controls, format characters (zero-width
+# space, joiners, BOM, word joiner, bidi marks), separators, combining marks, and the
+# "filler" letters and blank that render as nothing.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zs", "Zl", "Zp", "Mn", "Me", "Mc"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _shows(ch: str) -> bool:
+    return ch not in _BLANK_LETTERS and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES
+
+
+def invisible_only(text: str) -> bool:
+    """True for a text that is not blank (``str.strip`` leaves something) yet shows nothing:
+    zero-width spaces, BOMs, controls, combining marks alone. A blank text is the caller's
+    "is empty" case, whose message the contract's users already know."""
+    return bool(text.strip()) and not any(_shows(ch) for ch in text)
+
+
+def _visible(setting: str | None) -> Check:
+    """Drawer text or a query: not only invisible characters; at most ``[limits] setting``
+    bytes (None: the worker bounds it by ``[palace] max_text_bytes``)."""
+
+    def check(path: str, value: Any, lim: LimitsSettings) -> None:
+        if setting is not None:
+            _within(path, value, getattr(lim, setting), f"[limits] {setting}")
+        if isinstance(value, str) and invisible_only(value):
+            shown = ", ".join(f"U+{ord(c):04X}" for c in dict.fromkeys(value.strip()))
+            if len(shown) > 60:
+                shown = shown[:60].rsplit(",", 1)[0] + ", ..."
+            raise OutOfBounds(
+                f"'{path}' holds only invisible characters ({shown}): zero-width, control,"
+                " format or combining characters show nothing; send visible text"
+            )
+
+    return check
+
+
+def _by_worker(path: str, value: Any, lim: LimitsSettings) -> None:
+    """Bounded where it is used: a drawer's text and context by ``[palace] max_text_bytes``
+    (``TEXT_TOO_LARGE``, before anything is embedded), a vector by the model's dimension."""
+
+
+_NAME = _bytes("max_name_bytes")
+_KG = _bytes("max_kg_field_bytes")
+_ROOM = _bytes("max_room_bytes")
+
+# Every field of every method's params (and of the Structs in them), by name: one name,
+# one meaning, across methods. ``tests/unit/test_bounds.py`` holds this table to every
+# string, list, map and bytes field of ``PARAMS_FOR_METHOD``'s Structs, so a new field
+# cannot arrive unbounded; one that somehow did gets ``_unlisted``'s bounds.
+FIELD_BOUNDS: dict[str, Check] = {
+    # palaces (a palace name is also held to 64 safe characters: ``names.py``)
+    "name": _NAME,
+    "new_name": _NAME,
+    "entry": _NAME,
+    "description": _bytes("max_description_bytes"),
+    # drawers
+    "text": _visible(None),
+    "embed_text": _by_worker,
+    "content": _by_worker,
+    "context": _by_worker,
+    "vector": _by_worker,
+    "own_vector": _by_worker,
+    "room": _ROOM,
+    "tags": _strings("max_tags", "max_tag_bytes", "tags"),
+    "tag": _bytes("max_tag_bytes"),
+    "drawer_id": _NAME,
+    "metadata": _metadata,
+    "created_at": _time,
+    # recall and search
+    "query": _visible("max_query_bytes"),
+    "since": _time,
+    "until": _time,
+    "cursor": _NAME,
+    # the knowledge graph
+    "subject": _KG,
+    "predicate": _KG,
+    "object": _KG,
+    "provenance": _KG,
+    "as_of": _time,
+    "valid_from": _time,
+    "valid_to": _time,
+    # batches
+    "drawers": _batch("drawers"),
+    "triples": _batch("triples"),
+    "hits": _batch("hit counts"),
+    "texts": _embed_texts,
+    "groups": _groups,
+    # the dreamer, export and the archive
+    "now": _time,
+    "kind": _NAME,
+    "reason": _NAME,
+}
+
+
+def _unlisted(path: str, value: Any, lim: LimitsSettings) -> None:
+    if isinstance(value, str):
+        _within(path, value, lim.max_name_bytes, "[limits] max_name_bytes")
+    elif isinstance(value, list):
+        _count(path, value, lim.max_batch_items, "items", "max_batch_items")
+
+
+def _check_struct(params: msgspec.Struct, prefix: str, lim: LimitsSettings) -> None:
+    for name in params.__struct_fields__:
+        value = getattr(params, name)
+        if value is None or value is msgspec.UNSET or isinstance(value, bool | int | float):
+            continue
+        FIELD_BOUNDS.get(name, _unlisted)(prefix + name, value, lim)
+
+
+def check_bounds(method: str, params: msgspec.Struct) -> None:
+    """Refuse params past any bound with ``INVALID_PARAMS`` naming the field, what it
+    holds, the limit and the setting: ``memory_remember: tags: 10000 tags, at most 64
+    ([limits] max_tags)``."""
+    try:
+        _check_struct(params, "", limits())
+    except OutOfBounds as exc:
+        raise TrustyError(ErrorCode.INVALID_PARAMS, f"{method}: {exc}") from None
+    except OutsideCalendar as exc:
+        raise TrustyError(exc.code, f"{method}: {exc.message}") from None

@@ -190,9 +190,12 @@ def absorb_duplicate(
 ) -> list[str]:
     """A restated memory: unite tags, keep the higher importance, restart the decay clock.
 
-    Returns the tags that were new to the drawer (the caller updates its tag sets).
+    Returns the tags that were new to the drawer (the caller updates its tag sets). The
+    union stops at ``[limits] max_tags``: restating a text with new tags each time must not
+    grow one drawer's tags without end (a remember is held to that bound; its sum is not).
     """
-    added = [t for t in tags if t not in old_tags]
+    room = max(0, p.limits().max_tags - len(old_tags))
+    added = [t for t in tags if t not in old_tags][:room]
     conn.execute(
         "UPDATE drawers SET tags = ?, importance = max(importance, ?),"
         " base_importance = max(coalesce(base_importance, importance), ?), decay_from = ?"
@@ -350,7 +353,8 @@ def merge_groups(
                     )
                 )
         if members:
-            plans.append(_Plan(keep, members, low, merged_content([keep, *members])))
+            content = merged_content([keep, *members], store.settings.max_text_bytes)
+            plans.append(_Plan(keep, members, low, content))
             seen.update([keep.id, *(m.id for m in members)])
         else:
             skipped += 1
@@ -422,18 +426,28 @@ def _refusal(keep: Row, member: Row, similarity: float, threshold: float) -> str
     return None if verdict.same else verdict.reason
 
 
-def merged_content(rows: list[Row]) -> str:
+def merged_content(rows: list[Row], most_bytes: int | None = None) -> str:
     """The survivor's text: the newest wording, or every distinct wording, newest first.
 
     Texts that differ only in whitespace, punctuation and case are one wording, and the
     newest spelling of it is kept (the writer's latest say). Texts that differ beyond that
-    (reordered, paraphrased) are each kept, one per line, so the merge loses no wording.
+    (reordered, paraphrased) are each kept, one per line, so the merge loses no wording:
+    as many as fit in ``most_bytes`` (``[palace] max_text_bytes``), the newest always. A
+    joined text past it would be a drawer no write could make, which the embedder refuses
+    to embed and no update could restate; every member stays whole in the archive.
     """
     newest_first = sorted(rows, key=lambda r: (r.created_at, r.label), reverse=True)
     wordings: dict[str, str] = {}
     for row in newest_first:
         wordings.setdefault(wording_key(row.content), row.content)
-    return "\n".join(wordings.values())
+    kept: list[str] = []
+    size = -1  # the joins: one newline fewer than wordings
+    for text in wordings.values():
+        size += len(text.encode("utf-8")) + 1
+        if kept and most_bytes is not None and size > most_bytes:
+            break
+        kept.append(text)
+    return "\n".join(kept)
 
 
 def _cosine(a: Row, b: Row, store: PalaceStore) -> float:
@@ -455,7 +469,10 @@ def _merge_into(
     wait for.
     """
     everyone = [keep, *members]
-    tags = list(dict.fromkeys(t for r in everyone for t in r.tags))
+    # United up to ``[limits] max_tags`` (the survivor's own always stay): a group of
+    # drawers tagged apart must not make one drawer with all their tags.
+    most = max(p.limits().max_tags, len(keep.tags))
+    tags = list(dict.fromkeys(t for r in everyone for t in r.tags))[:most]
     fields = (
         json.dumps(tags),
         max(r.importance for r in everyone),

@@ -71,6 +71,7 @@ class PalaceWorker(Worker):
 
     def __init__(self, config: Config, log, palace: str, *, remote: bool = False) -> None:
         super().__init__(config, log, remote=remote)
+        p.use_config(config)  # the bounds its requests' params are held to
         self.palace = validate_palace_name(palace)
         self.service = p.palace_service(palace)
         self.batch_max = config.palace.batch_max

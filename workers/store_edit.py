@@ -183,10 +183,61 @@ def _row_or_none(conn: sqlite3.Connection, drawer_id: str) -> Row | None:
 
 
 def _live_row(store: PalaceStore, drawer_id: str, conn: sqlite3.Connection | None = None) -> Row:
-    row = _row_or_none(conn or store._conn, drawer_id)
+    conn = conn or store._conn
+    row = _row_or_none(conn, drawer_id)
     if row is None:
-        store.get(drawer_id)  # raises DRAWER_NOT_FOUND, naming the archive if it is there
+        gone = _why_gone(conn, drawer_id)
+        if gone is not None:
+            raise p.TrustyError(p.ErrorCode.DRAWER_NOT_FOUND, gone)
+        store.get(drawer_id)  # raises DRAWER_NOT_FOUND
     return row
+
+
+def _why_gone(conn: sqlite3.Connection, drawer_id: str) -> str | None:
+    """What became of a drawer the archive holds, and what to update instead; None when the
+    archive does not hold it. A bare "not found" left an agent that kept a drawer's id
+    nowhere to go once the dreamer had merged that drawer into another."""
+    found = conn.execute(
+        "SELECT reason, merged_into, archived_at FROM archive WHERE id = ?", (drawer_id,)
+    ).fetchone()
+    if found is None:
+        return None
+    reason, into, at = found
+    if reason == "merged" and into:
+        # Merges re-point what was merged into a drawer that is merged in turn
+        # (``maintenance._merge_into``), so ``into`` is the survivor.
+        said = f"drawer {drawer_id} was merged into {into} by the dreamer on {at}"
+        return said + _survivor_advice(conn, into)
+    if reason == "updated" and into:
+        return (
+            f"{drawer_id} is an earlier version of drawer {into}, archived by memory_update on"
+            f" {at}; update {into}, or bring this version back with {_restore(drawer_id)}"
+        )
+    if reason == "pruned":
+        said = f"was archived by the dreamer on {at} (pruned: its importance had faded)"
+    else:
+        said = f"is in the archive ({reason}, since {at})"
+    return f"drawer {drawer_id} {said}; {_restore(drawer_id)} brings it back, then update it"
+
+
+def _restore(archived_id: str) -> str:
+    """How a person brings an archive entry back (the tools' descriptions say the same)."""
+    return f"`trusty-memory archive restore {archived_id}`"
+
+
+def _survivor_advice(conn: sqlite3.Connection, survivor: str) -> str:
+    """``; update Y``, or where Y went when it is no longer live either."""
+    if _row_or_none(conn, survivor) is not None:
+        return f"; update {survivor}"
+    later = conn.execute(
+        "SELECT reason, archived_at FROM archive WHERE id = ?", (survivor,)
+    ).fetchone()
+    if later is None:
+        return f"; {survivor} has since been forgotten"
+    return (
+        f"; {survivor} has since been archived ({later[0]}, on {later[1]}):"
+        f" {_restore(survivor)} brings it back, then update it"
+    )
 
 
 def _archive_version(conn: sqlite3.Connection, row: Row) -> str:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import sqlite3
 import time
@@ -70,6 +71,7 @@ from trusty_memory.protocol import (
     PalaceInfo,
     RecallHit,
     TrustyError,
+    limits,
 )
 from trusty_memory.workers import context, dates, maintenance, retrieval
 from trusty_memory.workers import store_values as v
@@ -855,8 +857,16 @@ class ReadStore:
             pass
 
     def take_hits(self) -> dict[int, int]:
-        """The recall hits counted since the last call (a reader hands them to the writer)."""
-        hits, self._pending_hits = dict(self._pending_hits), Counter()
+        """The recall hits counted since the last call (a reader hands them to the writer),
+        at most ``[limits] max_batch_items`` labels: ``palace_hits`` is held to that bound,
+        so more wait for the next call rather than fail together."""
+        most = limits().max_batch_items
+        if len(self._pending_hits) <= most:
+            hits, self._pending_hits = dict(self._pending_hits), Counter()
+            return hits
+        hits = dict(itertools.islice(self._pending_hits.items(), most))
+        for label in hits:
+            del self._pending_hits[label]
         return hits
 
 

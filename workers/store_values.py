@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from trusty_memory.protocol import ErrorCode, Triple, TrustyError
+from trusty_memory.protocol import ErrorCode, Triple, TrustyError, in_utc
 
 # FTS5 terms: runs of letters/digits. Each is quoted, so no user text can be FTS syntax.
 _FTS_TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -85,8 +85,10 @@ def check_timestamp(value: object, field: str) -> str:
     except (TypeError, ValueError):
         raise invalid(f"{field}: not an RFC 3339 timestamp: {value!r}") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return stored_time(parsed.astimezone(UTC))
+        return stored_time(parsed)
+    # An offset can move a time off the calendar (``0001-01-01T00:00:00+01:00`` is in the
+    # year 0): that is the caller's error, named, never an ``OverflowError``.
+    return stored_time(in_utc(parsed, field, value))
 
 
 def check_tags(tags: object) -> list[str]:
