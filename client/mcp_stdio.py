@@ -167,9 +167,6 @@ RESULT_FIELDS_BYTES = 16 * 1024
 # the limits were derived, so no request accepted then is refused now.
 FREE_STRINGS_BYTES = 16 * 2**20
 ENVELOPE_BYTES = 2**20  # the JSON-RPC around it all, and room to spare
-# Lowers (or raises) the reply limit: a reply over it is answered with an error that says
-# to ask for fewer results, for agents that cannot take a reply of a gigabyte.
-MAX_REPLY_ENV = "TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES"
 
 
 class LineLimits(NamedTuple):
@@ -202,19 +199,19 @@ MAX_LINE_BYTES = DEFAULT_LIMITS.request  # a request line's limit with the defau
 
 def configured_limits(config: Any = None) -> LineLimits:
     """The limits for this home's settings (``config``, else loaded now), with
-    ``TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES`` over the reply's; the defaults' if the settings
-    cannot be read (their own error surfaces where they are needed)."""
+    ``[mcp] max_reply_bytes`` (``TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES``) over the reply's;
+    the defaults' if the settings cannot be read (their own error surfaces where they are
+    needed)."""
     try:
         if config is None:
             from trusty_memory.config import load_config
 
             config = load_config()
         limits = line_limits(config.palace.max_text_bytes, config.palace.max_top_k)
+        if config.mcp.max_reply_bytes > 0:
+            limits = limits._replace(reply=config.mcp.max_reply_bytes)
     except Exception:
         limits = DEFAULT_LIMITS
-    budget = os.environ.get(MAX_REPLY_ENV, "").strip()
-    if budget.isdigit() and int(budget) > 0:
-        limits = limits._replace(reply=int(budget))
     return limits
 
 

@@ -218,6 +218,11 @@ class McpSettings:
     ``serve --tools`` both."""
 
     tools: str = "contract"
+    # The longest reply line ``serve`` passes on, in bytes; 0: the longest a legal reply can
+    # be (``client/mcp_stdio.line_limits``, ~1.07 GB with the defaults). A reply over it is
+    # answered with an error that says to ask for fewer results: for agents that cannot
+    # take a reply of a gigabyte.
+    max_reply_bytes: int = 0
 
 
 @dataclass(frozen=True)

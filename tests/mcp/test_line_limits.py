@@ -28,13 +28,14 @@ from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in,
 from trusty_memory.client import mcp_stdio
 from trusty_memory.client.mcp_stdio import (
     MAX_LINE_BYTES,
-    MAX_REPLY_ENV,
     IdScanner,
     LineSplitter,
     TooLong,
     line_limits,
 )
 from trusty_memory.config import PalaceSettings
+
+MAX_REPLY_ENV = "TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES"  # [mcp] max_reply_bytes
 
 DEADLINE_S = 60.0  # for a reply of tens of MB on a busy two-core machine
 EMOJI = "\U0001f600"  # 4 bytes of UTF-8; 12 as \ud83d\ude00
