@@ -440,7 +440,7 @@ def test_resources_page_through_the_palaces_without_waking_them():
         async with sdk_session(home, "--tools", "extended") as session:
             names = [f"p{i:03}" for i in range(PAGE + 30)]
             await session.call_tool("palace_create", {"name": names[0]})  # starts the daemon
-            with Client(daemon.config) as client:
+            with Client(daemon.config, autostart=False) as client:
                 for name in names[1:]:
                     client.palace_create(name)
             uris, pages, cursor = [], 0, None
@@ -453,7 +453,7 @@ def test_resources_page_through_the_palaces_without_waking_them():
                     break
             assert pages == 2
             assert uris == [f"trusty-memory://palace/{name}" for name in names]
-            with Client(daemon.config) as client:
+            with Client(daemon.config, autostart=False) as client:
                 status = client.status()
             assert status["palace_processes"] == 0, status["services"]
             with pytest.raises(MCPError) as info:
