@@ -231,7 +231,7 @@ class Broker:
     def _drain(self, sock: zmq.Socket, handler) -> None:
         for _ in range(1000):  # bounded, so neither socket starves the other
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = transport.receive(sock)  # tcp: revoked keys refused there
             except zmq.Again:
                 return
             try:

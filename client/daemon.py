@@ -58,7 +58,8 @@ def ping(config: Config, timeout_s: float = 1.0) -> bool:
 
 def reach(config: Config, timeout_s: float = 1.0) -> str | None:
     """None if a broker answers ``ping`` within ``timeout_s``; else why not, in words
-    (over tcp, a daemon that refused this client's key says so at once)."""
+    (over tcp, a daemon that refused this client's key says so at once, and handshakes
+    that never completed, as with a wrong server key, say so at the deadline)."""
     endpoint = frontend(config)
     if endpoint is None:
         return f"no daemon runs for {config.home}"
@@ -82,7 +83,9 @@ def reach(config: Config, timeout_s: float = 1.0) -> str | None:
                 link.poll()
                 if link.refused is not None:
                     return link.refused
-        return f"no daemon answers at {endpoint}"
+        # Handshakes that kept failing: most likely a --server-key that is not this daemon's.
+        silence = link.silence() if link is not None else None
+        return silence or f"no daemon answers at {endpoint}"
     finally:
         sock.close(linger=0)
         if link is not None:

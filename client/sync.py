@@ -148,7 +148,10 @@ class Client:
             if self._daemon_replaced() or self._link_back():
                 self._connect()  # restarts the daemon if allowed, fresh socket
                 self.socket.send(frame)
+        silence = self.link.silence() if self.link is not None else None
         self.close()  # a lost request must not leave its answer in the next call's way
+        if silence is not None:  # every handshake failed: a wrong server key, most likely
+            raise p.TrustyError(p.ErrorCode.NO_WORKER, f"{method}: {silence}")
         raise p.TrustyError(p.ErrorCode.TIMEOUT, f"{method}: no answer within {wait_s:.1f}s")
 
     def _link_back(self) -> bool:

@@ -67,5 +67,9 @@ def cmd_keys_revoke(args) -> int:
     from trusty_memory import keys
 
     data = keys.revoke(_home(), args.name)
-    output(args, data, f"revoked {data['name']}: refused from its next connection on")
+    text = (
+        f"revoked {data['name']}: new connections refused at once; a running daemon refuses"
+        " the requests of its open ones within a second"
+    )
+    output(args, data, text)
     return 0

@@ -9,8 +9,10 @@ A daemon that listens on ``tcp://`` authenticates every peer with ZeroMQ's CURVE
 * ``client.key`` + ``client.key_secret`` - this home's own key pair, used when it is a
   client of another daemon or runs a remote palace worker.
 * ``clients/NAME.key`` - the public keys allowed in. ``revoke`` moves one to
-  ``revoked/NAME.key``: the daemon reads the folder again at every connection attempt,
-  so a revoked key is refused from the next one on, without a restart.
+  ``revoked/NAME.key``: the daemon checks the folder at every connection attempt, so a
+  revoked key is refused from the next one on, without a restart, and within a second
+  on the connections it already holds (each request then gets an error naming the
+  revocation).
 
 Containers mount secrets read-only elsewhere, so three environment variables override
 those places: ``TRUSTY_MEMORY_SERVER_SECRET_FILE`` and ``TRUSTY_MEMORY_CLIENT_SECRET_FILE``
@@ -189,7 +191,9 @@ def add(home: Path, name: str, public_key: str) -> dict:
 
 @_writing
 def revoke(home: Path, name: str) -> dict:
-    """Move ``name``'s key to ``revoked/``: refused from the next connection on."""
+    """Move ``name``'s key to ``revoked/``: refused from the next connection on, and on
+    the connections already open from the daemon's next look at the folder
+    (``transport.SessionCheck``)."""
     check_name(name)
     path = clients_dir(home) / f"{name}.key"
     if not path.exists():
@@ -208,6 +212,25 @@ def _key_files(directory: Path) -> list[Path]:
         f for f in directory.iterdir() if not f.name.startswith(".") and f.is_file()
         and not f.name.endswith((".key_secret", ".tmp"))
     )  # fmt: skip
+
+
+def folder_signature(directory: Path) -> tuple:
+    """What changes when a key file in ``directory`` is added, removed, replaced or
+    rewritten (names, inodes, times and sizes; symbolic links followed, as a Kubernetes
+    secret mount swaps them): the daemon reads the keys again only when it differs.
+    OSError when the folder exists but cannot be listed."""
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
+    signature = []
+    for entry in sorted(entries, key=lambda e: e.name):
+        try:
+            st = entry.stat()
+            signature.append((entry.name, st.st_ino, st.st_mtime_ns, st.st_size))
+        except OSError:
+            signature.append((entry.name, None, None, None))
+    return tuple(signature)
 
 
 def listed(home: Path) -> list[dict]:
