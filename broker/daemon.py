@@ -85,6 +85,28 @@ def take_over(config: Config, log, stopping: list[int]) -> tuple[int, int] | Non
     return None
 
 
+OPEN_FILES_WANTED = 65536
+
+
+def raise_open_file_limit(log) -> None:
+    """Raise the soft limit on open files towards the hard one: every tcp connection, pipe
+    and palace process costs the broker descriptors, and a default soft limit of 1024
+    makes a busy team daemon refuse work long before the machine is full. The tcp side's
+    connection caps (``transport``) scale with the limit set here."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = (
+            OPEN_FILES_WANTED if hard == resource.RLIM_INFINITY else min(hard, OPEN_FILES_WANTED)
+        )
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            log.info("open-file limit raised", soft=soft, now=wanted, hard=hard)
+    except (ImportError, ValueError, OSError) as exc:  # a limit we cannot raise: keep it
+        log.warning("open-file limit not raised", error=str(exc))
+
+
 def run_daemon(
     config: Config | None = None, *, client_started: bool = False, take_over_home: bool = False
 ) -> int:
@@ -96,6 +118,7 @@ def run_daemon(
     config = config or load_config()
     log = setup_logging("daemon", default_level="info")
     config.ensure_dirs()
+    raise_open_file_limit(log)
     start_fd = -1
     stopping: list[int] = []
     if take_over_home:

@@ -182,7 +182,11 @@ class Template:
         if self.proc is None:
             return False
         fd = self.proc.stdout.fileno()
-        if not select.select([fd], [], [], timeout)[0]:
+        # poll, not select: a broker with many tcp connections holds descriptors past 1023,
+        # where select.select fails.
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        if not poller.poll(max(timeout, 0) * 1000):
             return False
         try:
             chunk = os.read(fd, 65536)

@@ -357,9 +357,9 @@ def _public_or_none(path: Path) -> bytes | None:
 
 
 def fd_limit() -> int:
-    """This process's soft limit on open files. It is not raised to the hard limit here:
-    the broker's palace-worker template is read with ``select.select`` (``broker/forks.py``),
-    which fails on a descriptor past 1023, so the caps below keep within what is given."""
+    """This process's soft limit on open files, which the daemon raises towards the hard
+    one at start (``broker/daemon.raise_open_file_limit``; nothing in the broker uses
+    ``select.select``, which fails past descriptor 1023)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return FD_LIMIT_MAX if soft == resource.RLIM_INFINITY else soft
 
