@@ -41,7 +41,7 @@ BASE_ENV = {"TRUSTY_MEMORY_BROKER_REQUEST_TIMEOUT_S": "120", "TRUSTY_MEMORY_DREA
 
 def prepare(admin: Client, data: Path, questions: list[str]) -> None:
     subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", "import", PALACE, str(data)],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", "import", PALACE, str(data)],
         check=True,
         capture_output=True,
     )

@@ -28,7 +28,7 @@ from eng_notes_data import DEFAULT_OUT as DEFAULT_DATA
 from locomo import Daemon
 
 from trusty_memory.client.sync import Client
-from trusty_memory.config import load_config
+from trusty_memory.common.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 PALACE = "eng-notes"

@@ -27,9 +27,9 @@ from typing import Any
 
 import msgspec
 
-from trusty_memory import protocol as p
-from trusty_memory.client.mcp_stdio import MAX_LINE_BYTES
-from trusty_memory.client.mcp_tools import tool_definitions
+from trusty_memory.client.mcp.stdio import MAX_LINE_BYTES
+from trusty_memory.client.mcp.tools import tool_definitions
+from trusty_memory.common import protocol as p
 
 Case = tuple[str, list[bytes]]  # stdin lines sent together
 FrameCase = tuple[str, list[list[bytes]]]  # broker messages (each a list of frames)

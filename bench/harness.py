@@ -22,7 +22,7 @@ from pathlib import Path
 
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
-from trusty_memory.config import Config, load_config
+from trusty_memory.common.config import Config, load_config
 
 TOPICS = [
     "database migrations", "the login page", "flaky integration tests", "deployment to staging",

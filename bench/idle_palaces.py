@@ -53,10 +53,10 @@ import numpy as np
 from bench.harness import running_daemon, summary
 from bench.scale import DIM, drawer_chunk
 from trusty_memory.client.sync import Client
-from trusty_memory.config import PalaceSettings
-from trusty_memory.protocol import RememberParams
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.common.config import PalaceSettings
+from trusty_memory.common.protocol import RememberParams
+from trusty_memory.workers.store.read import ReadStore
+from trusty_memory.workers.store.write import PalaceStore
 
 WAKE = "wake"
 

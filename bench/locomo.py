@@ -12,7 +12,7 @@ What it does, in one run (so every figure compares like with like):
    ``"<speaker>: <text>"`` (plus the BLIP caption of a shared photo, part of the dialog as
    the dataset gives it), tags ``[speaker, session-N]``, the session date as ``created_at``
    and everything in ``metadata``; by default nothing else, so the vector is the one the
-   palace computes (``workers/context.py``). ``--window N`` is client help no MCP client
+   palace computes (``workers/store/context.py``). ``--window N`` is client help no MCP client
    gives: it sends ``embed_text``, the turn with N neighbours each side in the session;
 3. every question recalled with ``memory_recall`` and ``memory_recall_deep``: top_k 10,
    and again top_k 50 to rank sessions (a session ranks where its best turn does);
@@ -67,8 +67,8 @@ from locomo_data import (
 
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
-from trusty_memory.config import load_config
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.common.config import load_config
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo10.json"

@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.merge_pairs --json
 
 The decision is the dreamer's whole one: MiniLM cosine >= the threshold (0.95) AND
-``same_fact`` (``workers/same_fact.py``). A pair labelled ``same`` that is merged is
+``same_fact`` (``workers/store/same_fact.py``). A pair labelled ``same`` that is merged is
 correct; a pair labelled ``different`` that is merged is a wrong merge (a fact lost from
 recall). Precision is correct merges over all merges, recall correct merges over all
 ``same`` pairs. The figures of cosine alone (the dreamer before the rule) are reported
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trusty_memory.workers.same_fact import same_fact
+from trusty_memory.workers.store.same_fact import same_fact
 
 if TYPE_CHECKING:
     from trusty_memory.client.sync import Client
@@ -130,8 +130,8 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=THRESHOLD)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from trusty_memory.logs import setup_logging
-    from trusty_memory.workers.embedding import MiniLMEmbedder
+    from trusty_memory.common.logs import setup_logging
+    from trusty_memory.workers.embedder.embedding import MiniLMEmbedder
 
     setup_logging("bench")  # model logs to stderr, never into the JSON
     result = run(MiniLMEmbedder().encode, args.threshold)

@@ -10,7 +10,7 @@ question's terms are ORed, as deep recall does, and the BM25 list alone is score
 R@10 on LoCoMo, R@1 / R@5 / R@10 on the engineering notes. It measures what a
 context-aware BM25 list could give deep recall before anything is built: the fused
 figures are what would decide. The product has done it since (schema v6,
-``drawers.context``: the words a drawer lacks, at 0.3; ``workers/retrieval.py``); this
+``drawers.context``: the words a drawer lacks, at 0.3; ``workers/store/ranking.py``); this
 probe stays to measure the BM25 list alone.
 """
 
@@ -28,8 +28,8 @@ import locomo as lm
 from eng_notes import DEFAULT_DATA as ENG_DATA
 from locomo_data import LoadReport, load
 
-from trusty_memory.workers import retrieval
-from trusty_memory.workers import store_values as v
+from trusty_memory.workers.store import ranking as retrieval
+from trusty_memory.workers.store import values as v
 
 CONTEXT_CHARS = 300
 

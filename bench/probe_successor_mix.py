@@ -32,7 +32,8 @@ from eng_notes import DEFAULT_DATA as ENG_DATA
 from locomo_data import LoadReport, load
 
 from trusty_memory.client.sync import Client
-from trusty_memory.workers import context, retrieval
+from trusty_memory.workers.store import context
+from trusty_memory.workers.store import ranking as retrieval
 
 
 def vectors(own: np.ndarray, before: list[int | None], after: list[int | None], w: float):

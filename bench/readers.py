@@ -38,7 +38,7 @@ from pathlib import Path
 from bench.harness import running_daemon, summary
 from bench.scale import base_vectors, locomo_texts, write_jsonl
 from trusty_memory.client.sync import Client
-from trusty_memory.protocol import TrustyError
+from trusty_memory.common.protocol import TrustyError
 
 PALACE = "hot"
 LAG_LIMIT_S = 10.0  # a write another session has not seen by then counts as unseen
@@ -192,7 +192,7 @@ def run(args) -> dict:
         write_jsonl(data, base, turns, args.drawers)
         t0 = time.monotonic()
         subprocess.run(
-            [sys.executable, "-m", "trusty_memory.cli", "import", PALACE, str(data)],
+            [sys.executable, "-m", "trusty_memory.client.cli.main", "import", PALACE, str(data)],
             check=True,
             capture_output=True,
         )

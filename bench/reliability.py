@@ -54,10 +54,10 @@ import zmq
 from bench import fuzz_cases as fc
 from bench.harness import pct, rss_mb
 from bench.mcp_stdio import INIT, SERVE
-from trusty_memory import protocol as p
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
-from trusty_memory.config import load_config
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import load_config
 
 CALL_TIMEOUT_S = 60.0  # one tool call; the broker answers its own 30 s deadline before this
 HANG_S = 10.0  # fuzz: a request with no answer after this long is a hang

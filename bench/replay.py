@@ -40,9 +40,11 @@ import locomo as lm
 from locomo_data import LoadReport, load, score
 
 from trusty_memory.client.sync import Client
-from trusty_memory.config import load_config
-from trusty_memory.workers import retrieval, store_schema
-from trusty_memory.workers.store_read import DB_FILE, ReadStore
+from trusty_memory.common.config import load_config
+from trusty_memory.common.palace_dir import DB_FILE
+from trusty_memory.workers.store import ranking as retrieval
+from trusty_memory.workers.store import schema as store_schema
+from trusty_memory.workers.store.read import ReadStore
 
 NOTE_SETS = {"eng": None, "eng7": 7, "eng99": 99, "history": "history"}
 ALL_SETS = ("locomo", *NOTE_SETS)

@@ -53,7 +53,7 @@ except ImportError:
 
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
-from trusty_memory.config import load_config
+from trusty_memory.common.config import load_config
 
 DIM = 384
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
@@ -241,7 +241,15 @@ def run(args) -> dict:
 
             t0 = time.monotonic()
             done = subprocess.run(
-                [sys.executable, "-m", "trusty_memory.cli", "--json", "import", PALACE, str(jsonl)],
+                [
+                    sys.executable,
+                    "-m",
+                    "trusty_memory.client.cli.main",
+                    "--json",
+                    "import",
+                    PALACE,
+                    str(jsonl),
+                ],
                 env=daemon.env,
                 capture_output=True,
             )

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import structlog
 
-from trusty_memory.config import PalaceSettings
-from trusty_memory.protocol import RememberParams
-from trusty_memory.workers.store import PalaceStore
+from trusty_memory.common.config import PalaceSettings
+from trusty_memory.common.protocol import RememberParams
+from trusty_memory.workers.store.write import PalaceStore
 
 DIM = 384
 WORDS = [

@@ -37,7 +37,7 @@ from pathlib import Path
 from bench.harness import fill, sentence, summary
 from trusty_memory.client.daemon import daemon_pid, ping
 from trusty_memory.client.sync import Client
-from trusty_memory.config import Config, load_config
+from trusty_memory.common.config import Config, load_config
 
 PALACE = "bench-tcp"
 WARMUP = 20
@@ -52,7 +52,7 @@ def free_port() -> int:
 def cli(home: Path, *args: str) -> str:
     env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", *args],
         env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
 
@@ -83,7 +83,7 @@ def run_mode(server: Path, laptop: Path, mode: str, queries: list[str]) -> dict:
     home = laptop if mode == "tcp+curve" else server
     config = client_config(home, client_env)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", *args],
         env={**os.environ, **env},
         stderr=subprocess.DEVNULL,
     )

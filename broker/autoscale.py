@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from trusty_memory.config import PalaceSettings
+from trusty_memory.common.config import PalaceSettings
 
 AUTOSCALE_QUIET_INFLIGHT = 0.25  # mean in flight per worker under which a palace is quiet
 

@@ -48,13 +48,13 @@ from typing import Any
 
 import zmq
 
-from trusty_memory import __version__, transport
-from trusty_memory import protocol as p
 from trusty_memory.broker.autoscale import Autoscaler, Load
 from trusty_memory.broker.palaces import MAX_READERS, PalaceRegistry
 from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
-from trusty_memory.config import Config, worker_budget
-from trusty_memory.names import validate_palace_name
+from trusty_memory.common import __version__, transport
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config, worker_budget
+from trusty_memory.common.names import validate_palace_name
 
 TICK_S = 0.05
 MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported

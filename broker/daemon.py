@@ -2,7 +2,7 @@
 
 Exactly one daemon may own a home, whatever the environment of whoever started it: it
 holds an exclusive ``flock`` on ``<home>/daemon.lock`` for its whole life and records in
-``<home>/daemon.json`` where its sockets are (``trusty_memory.home``), so a second daemon
+``<home>/daemon.json`` where its sockets are (``trusty_memory.common.home``), so a second daemon
 (fifty agents starting at once, systemd racing a client, a session whose host filtered
 out ``XDG_RUNTIME_DIR``) fails fast instead of opening the same palaces, and every client
 finds this one. SIGTERM/SIGINT stop it cleanly: every worker is told to save its index
@@ -25,11 +25,11 @@ import sys
 import time
 from dataclasses import replace
 
-from trusty_memory import __version__, home, keys, transport
-from trusty_memory import protocol as p
 from trusty_memory.broker.broker import Broker
-from trusty_memory.config import Config, load_config
-from trusty_memory.logs import setup_logging
+from trusty_memory.common import __version__, home, keys, transport
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.logs import setup_logging
 
 
 def pin_endpoints(config: Config) -> Config:

@@ -24,8 +24,8 @@ import subprocess
 import time
 from collections import deque
 
-from trusty_memory.home import pid_alive
-from trusty_memory.launch import module_command
+from trusty_memory.common.home import pid_alive
+from trusty_memory.common.launch import module_command
 
 SPAWN_TIMEOUT_S = 2.0  # a ready template forks in milliseconds
 # Thread pools capped before the template imports numpy: a pool's threads would make every

@@ -26,33 +26,18 @@ import re
 import shutil
 import sqlite3
 import stat
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from trusty_memory import protocol as p
-from trusty_memory.config import Config
-from trusty_memory.names import validate_palace_name
+from trusty_memory.common import palace_dir
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config
+from trusty_memory.common.names import validate_palace_name
+from trusty_memory.common.palace_dir import DB_FILE, SUMMARY_FILE, utc_now, write_json_atomic
 
-METADATA = "palace.json"
-SUMMARY_FILE = "summary.json"  # written by the palace's writer (workers/store.py)
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def write_json_atomic(path: Path, obj: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
+METADATA = palace_dir.META_FILE
 
 MAX_READERS = 16
-DB_FILE = "palace.sqlite3"
 # An archive entry: a palace name, the time it was deleted, maybe a counter.
 _ENTRY_RE = re.compile(r"(?P<name>[A-Za-z0-9_-][A-Za-z0-9._-]*)-(?P<stamp>\d{8}T\d{6}Z)(-\d+)?")
 
@@ -110,15 +95,11 @@ class PalaceRegistry:
         return sorted(d.name for d in root.iterdir() if (d / METADATA).is_file())
 
     def create(self, name: str, description: str | None) -> dict:
-        validate_palace_name(name)
         if self.exists(name):
             raise p.TrustyError(p.ErrorCode.PALACE_EXISTS, f"palace already exists: {name}")
-        directory = self.config.palace_dir(name)
-        directory.mkdir(parents=True, exist_ok=True)
-        meta = {"name": name, "description": description, "created_at": utc_now()}
-        write_json_atomic(directory / METADATA, meta)
+        created = palace_dir.create(self.config, name, description)
         self._known.add(name)
-        return {"palace_id": name, "status": "created"}
+        return created
 
     def forget(self, name: str) -> None:
         """Drop what is cached about ``name`` (its directory moved)."""
@@ -295,8 +276,4 @@ def _update_meta(directory: Path, **changes) -> None:
 
 
 def _read_meta(directory: Path) -> dict:
-    try:
-        meta = json.loads((directory / METADATA).read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+    return palace_dir.read_meta(directory) or {}

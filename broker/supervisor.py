@@ -22,10 +22,10 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from trusty_memory import protocol as p
 from trusty_memory.broker.forks import ForkedProcess, Template, TemplateUnavailable
-from trusty_memory.config import Config
-from trusty_memory.launch import module_args, module_command
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config
+from trusty_memory.common.launch import module_args, module_command
 
 QUICK_CRASH_S = 30.0  # a child that dies sooner than this counts toward back-off
 YOUNG_FORK_DEATHS = 2  # forked workers dead before their first answer, in a row: stop forking
@@ -93,11 +93,11 @@ class Child:
 def argv_for(service: str, slot: int = 0) -> list[str]:
     """The command line of the process that serves ``service`` in ``slot``."""
     if service == p.EMBEDDER_SERVICE:
-        return module_command("trusty_memory.workers.embedder")
+        return module_command("trusty_memory.workers.embedder.worker")
     if service == p.DREAMER_SERVICE:
         return module_command("trusty_memory.dreamer", "--supervised")
     if service == p.MCP_HOST_SERVICE:
-        return module_command("trusty_memory.client.mcp_host")
+        return module_command("trusty_memory.client.mcp.host")
     if service.startswith(p.PALACE_SERVICE_PREFIX):
         palace = service[len(p.PALACE_SERVICE_PREFIX) :]
         # One argument, ``--palace=NAME``: a name may start with '-' ("-x", "--help"),

@@ -16,7 +16,7 @@ The file format, one JSON object per line (``type`` says which)::
 
 Import reads the stream line by line and sends batches of ``batch_size`` lines, each as one
 ``palace_import`` request, which the palace worker stores as one transaction. Every line
-of a batch is validated here first (with the worker's own checks, ``workers/bulk.py``); a
+of a batch is validated here first (with the worker's own checks, ``workers/store/bulk.py``); a
 batch holding a bad line is not sent at all, so a file is never half-imported batch-wise,
 and every bad line is reported with its number and cause. Import is idempotent by drawer
 id, so after a failure the same command can simply be run again: a drawer id the palace
@@ -58,10 +58,10 @@ from typing import IO, Any
 
 import msgspec
 
-from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
-from trusty_memory.workers import store_values as v
-from trusty_memory.workers.bulk import check_drawer, check_triple
+from trusty_memory.common import protocol as p
+from trusty_memory.workers.store import values as v
+from trusty_memory.workers.store.bulk import check_drawer, check_triple
 
 FORMAT = "trusty-memory/1"
 DIM = 384

@@ -6,7 +6,7 @@ starters serialise on ``start.lock`` (the first one spawns and waits until the d
 answers; the rest then find it answering), and the daemon itself holds ``daemon.lock``
 for its life, so even a starter that raced past the first lock cannot produce a second
 daemon. A local client connects wherever the home's record says the daemon listens
-(``trusty_memory.home``), not where its own environment would put the sockets.
+(``trusty_memory.common.home``), not where its own environment would put the sockets.
 
 A daemon elsewhere (``[client] daemon``, ``TRUSTY_MEMORY_DAEMON``, ``--daemon``: a
 ``tcp://`` endpoint) is never started from here; clients connect with CURVE
@@ -21,10 +21,10 @@ import time
 
 import zmq
 
-from trusty_memory import home, transport
-from trusty_memory import protocol as p
 from trusty_memory.client.spawn import spawn_daemon
-from trusty_memory.config import Config
+from trusty_memory.common import home, transport
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config
 
 
 class DaemonUnavailable(p.TrustyError):

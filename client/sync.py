@@ -23,10 +23,10 @@ from typing import Any
 import msgspec
 import zmq
 
-from trusty_memory import protocol as p
-from trusty_memory import transport
 from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_local
-from trusty_memory.config import Config, load_config
+from trusty_memory.common import protocol as p
+from trusty_memory.common import transport
+from trusty_memory.common.config import Config, load_config
 
 POLL_SLICE_S = 0.25
 

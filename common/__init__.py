@@ -1,9 +1,10 @@
-"""trusty-memory: a local memory daemon for coding agents.
+"""What every actor shares: the wire protocol, config, the home's layout, names, logs,
+keys, the transport and how processes are launched.
 
-The package is assembled from the repository's actor folders (see ``pyproject.toml``):
-``trusty_memory`` itself holds what every actor shares (the wire protocol, names, config,
-logging, the CLI); ``.broker``, ``.workers``, ``.client`` (and ``.dreamer``) hold one kind
-of process each.
+Run by: every process of the project. May import: the standard library and the chosen
+libraries, never another folder of the project (``pyproject.toml``'s import-linter
+contracts check it): every actor can depend on ``common`` because ``common`` depends on
+no actor.
 """
 
 __version__ = "0.2.0"  # pyproject.toml reads it from here

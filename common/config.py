@@ -146,7 +146,7 @@ class PalaceSettings:
     fork_workers: bool = True
     # Give a drawer written inside an episode (same room, within the episode window) a
     # vector that carries its predecessor's too; its stored text stays its own
-    # (``workers/context.py``). The drawer's own vector is kept beside the mix, for the
+    # (``workers/store/context.py``). The drawer's own vector is kept beside the mix, for the
     # dreamer's duplicate scan (``own_vector``). False: every vector is the drawer's own.
     context_vectors: bool = True
     # A new writer waits this long for a predecessor that lost its broker to exit.
@@ -170,7 +170,7 @@ class EmbedderSettings:
     # each: 4,096 cover a minute of writes at full speed for 8 MB; 20,000 cost 40 MB.
     cache_entries: int = 4096
     threads: int = 0  # compute threads per embedder; 0: the runtime decides (one per core)
-    compiled: bool = True  # serve the compiled model (workers/compiled_model.py)
+    compiled: bool = True  # serve the compiled model (workers/embedder/compiled_model.py)
     compiled_dir: str = ""  # its cache; empty: the user cache dir
 
 
@@ -214,7 +214,7 @@ class DaemonSettings:
 class McpSettings:
     """``serve``: which tools it lists. "contract" (the default): exactly the contract's
     ten; "extended": those plus update, search, history and the rest
-    (``client/mcp_tools_extended.py``). ``TRUSTY_MEMORY_TOOLS`` overrides it, and
+    (``client/mcp/tools_extended.py``). ``TRUSTY_MEMORY_TOOLS`` overrides it, and
     ``serve --tools`` both."""
 
     tools: str = "contract"
@@ -307,7 +307,7 @@ class Config:
 
     @property
     def mcp_socket(self) -> Path:
-        """The MCP host's Unix socket (``client/mcp_host.py``), beside the broker's."""
+        """The MCP host's Unix socket (``client/mcp/host.py``), beside the broker's."""
         return self.run_dir / "mcp.sock"
 
     @property

@@ -30,7 +30,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from trusty_memory import protocol as p
+from trusty_memory.common import protocol as p
 
 KEYS_DIR = "keys"
 SERVER = "server"

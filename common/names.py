@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 MAX_PALACE_NAME = 64
 _PALACE_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 if TYPE_CHECKING:
-    from trusty_memory.config import Config, LimitsSettings
+    from trusty_memory.common.config import Config, LimitsSettings
 
 PROTOCOL_VERSION = 1
 
@@ -349,7 +349,7 @@ class ImportDrawer(msgspec.Struct, kw_only=True):
     metadata: dict[str, Any] | None = None
     # Little-endian float32 bytes, dim x 4. None: the worker embeds ``content``.
     vector: bytes | None = None
-    # The drawer's own vector when ``vector`` is a context mix (``workers/context.py``).
+    # The drawer's own vector when ``vector`` is a context mix (``workers/store/context.py``).
     own_vector: bytes | None = None
     # Its episode predecessor's words (``drawers.context``) as an export wrote them: a
     # string, or None for none. Left out, the palace works them out by its own rule.
@@ -543,7 +543,7 @@ class PalaceInfo(msgspec.Struct, kw_only=True):
     triple_count: int = 0
     last_seq: int = 0
     index_count: int = 0
-    # The dreamer's work (see ``workers/maintenance.py``): when it last applied a pass and
+    # The dreamer's work (see ``workers/store/maintenance.py``): when it last applied a pass and
     # what all its passes did so far; ``archived_count`` is what the archive holds now.
     last_dream_at: str | None = None
     dream_merged: int = 0
@@ -1057,7 +1057,7 @@ def use_config(config: Config) -> None:
 def _bounds_config() -> Config:
     global _config
     if _config is None:
-        from trusty_memory.config import load_config
+        from trusty_memory.common.config import load_config
 
         _config = load_config()
     return _config

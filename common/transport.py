@@ -39,9 +39,9 @@ from pathlib import Path
 
 import zmq
 
-from trusty_memory import keys
-from trusty_memory import protocol as p
-from trusty_memory.config import Config
+from trusty_memory.common import keys
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config
 
 ZAP_DOMAIN = b"trusty-memory"
 # ZMTP heartbeats on tcp connections: a peer whose network went away (no FIN, no RST)

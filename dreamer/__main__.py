@@ -11,11 +11,11 @@ import argparse
 import signal
 import sys
 
-from trusty_memory.config import Config, load_config
+from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.home import expected_parent
 from trusty_memory.dreamer import progress as ev
 from trusty_memory.dreamer.runner import DreamPass, PassReport
 from trusty_memory.dreamer.scheduler import Scheduler
-from trusty_memory.home import expected_parent
 
 
 def dream_once(
@@ -40,7 +40,7 @@ def dream_once(
 def run_dreamer(supervised: bool = False, json_lines: bool = False) -> int:
     """The long-running dreamer: the scheduler's loop until SIGTERM/SIGINT."""
     from trusty_memory.client.sync import Client
-    from trusty_memory.logs import setup_logging
+    from trusty_memory.common.logs import setup_logging
 
     config = load_config()
     log = setup_logging("dreamer", default_level="info")

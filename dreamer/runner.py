@@ -1,7 +1,7 @@
 """One dream pass over one palace: scan -> merge -> decay/prune -> KG -> finish.
 
 The scan proposes pairs that are close in meaning AND state the same fact; pairs that are
-close but state different facts (``workers/same_fact.py``) are reported after the merge
+close but state different facts (``workers/store/same_fact.py``) are reported after the merge
 as ``keep`` recommendations with the reason ("numbers differ: 100 vs 1000").
 
 Preview and apply are the same pass: with ``dry_run`` every request carries
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trusty_memory import protocol as p
-from trusty_memory.config import DreamerSettings
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import DreamerSettings
 from trusty_memory.dreamer import planner
 from trusty_memory.dreamer import progress as ev
 

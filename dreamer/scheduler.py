@@ -17,8 +17,8 @@ import os
 import time
 from typing import Any
 
-from trusty_memory import protocol as p
-from trusty_memory.config import DreamerSettings
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import DreamerSettings
 from trusty_memory.dreamer import progress as ev
 from trusty_memory.dreamer.runner import DreamPass, PassReport
 

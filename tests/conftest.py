@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from trusty_memory.client.daemon import daemon_pid, ping
-from trusty_memory.config import Config, load_config
+from trusty_memory.common.config import Config, load_config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -97,7 +97,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """Run the real ``trusty-memory`` command against ``daemon``'s home."""
     return subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", *args],
         env=daemon.env,
         input=stdin,
         capture_output=True,

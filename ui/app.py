@@ -22,11 +22,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from trusty_memory import __version__
-from trusty_memory import protocol as p
 from trusty_memory.client.aio import AsyncClient
-from trusty_memory.config import Config
-from trusty_memory.names import validate_palace_name
+from trusty_memory.common import __version__
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config
+from trusty_memory.common.names import validate_palace_name
 from trusty_memory.ui import views
 from trusty_memory.ui.security import Guard, csrf_for
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import sys
 
-from trusty_memory.client.mcp_http import AddressError, is_loopback, listen
+from trusty_memory.client.mcp.http import AddressError, is_loopback, listen
 
 DEFAULT_PORT = 8737
 
@@ -49,8 +49,8 @@ def page_name(host: str, allow_remote: bool) -> str | None:
 def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
     import uvicorn
 
-    from trusty_memory.config import load_config
-    from trusty_memory.logs import setup_logging
+    from trusty_memory.common.config import load_config
+    from trusty_memory.common.logs import setup_logging
     from trusty_memory.ui.app import build_app
     from trusty_memory.ui.security import new_token
 

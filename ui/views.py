@@ -20,16 +20,16 @@ from typing import Any
 
 import msgspec
 
-from trusty_memory import protocol as p
 from trusty_memory.client.aio import AsyncClient
-from trusty_memory.config import Config
-from trusty_memory.home import tree_size
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config
+from trusty_memory.common.home import tree_size
 
 PAGE_SIZE = 10
 LIST_LIMIT = 50
 ARCHIVE_PAGE = 50
 # Drawers in the same room written within this many seconds of each other are one episode
-# (the window recall's episode smoothing uses: workers/retrieval.py EPISODE_WINDOW_S).
+# (the window recall's episode smoothing uses: workers/store/ranking.py EPISODE_WINDOW_S).
 EPISODE_WINDOW_S = 1800.0
 EPISODE_SCAN = 1000  # drawers of the room looked at for a drawer's neighbours
 # palace_info starts the writer of a palace that has none: the palaces page asks it only of

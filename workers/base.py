@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import zmq
 
-from trusty_memory import home, transport
-from trusty_memory import protocol as p
-from trusty_memory.config import Config
+from trusty_memory.common import home, transport
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config
 
 
 @dataclass

@@ -31,14 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
-from trusty_memory.config import Config, load_config
-from trusty_memory.home import CRASH_TEST_ENV
-from trusty_memory.logs import setup_logging
-from trusty_memory.names import validate_palace_name
-from trusty_memory.workers import bulk, context, maintenance, store_search
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.home import CRASH_TEST_ENV
+from trusty_memory.common.logs import setup_logging
+from trusty_memory.common.names import validate_palace_name
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
+from trusty_memory.workers.store import bulk, context, maintenance
+from trusty_memory.workers.store import search as store_search
 
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
 REOPEN_EVERY_S = 2.0  # a palace that could not be opened is tried again at most this often
@@ -215,7 +216,7 @@ class PalaceWorker(Worker):
 
     def remember_inputs(self, remembers: list[Any]) -> list[tuple[str, str | None]]:
         """``(text to embed, context text or None)`` for a batch's remembers, in arrival
-        order (the writer adds episode context: ``workers/context.py``)."""
+        order (the writer adds episode context: ``workers/store/context.py``)."""
         return [(params.embed_text or params.text, None) for params in remembers]
 
     def embed_all(self, work) -> tuple[Vectors, dict[str, p.TrustyError]]:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trusty_memory import protocol as p
+from trusty_memory.common import protocol as p
 from trusty_memory.workers.base import Job
-from trusty_memory.workers.embedding import DIM
+from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker
-from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.workers.store.read import ReadStore
 
 HITS_TIMEOUT_S = 5.0
 

@@ -10,12 +10,13 @@ the broker sends it away or goes silent (``workers/base.py``), and stops on SIGT
 
 from __future__ import annotations
 
-from trusty_memory import protocol as p
-from trusty_memory import transport
-from trusty_memory.broker.palaces import PalaceRegistry
-from trusty_memory.config import load_config
-from trusty_memory.logs import setup_logging
-from trusty_memory.names import validate_palace_name
+import sys
+
+from trusty_memory.common import palace_dir, transport
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import load_config
+from trusty_memory.common.logs import setup_logging
+from trusty_memory.common.names import validate_palace_name
 
 
 def run_remote_worker(palace: str, reader: bool = False) -> int:
@@ -27,9 +28,8 @@ def run_remote_worker(palace: str, reader: bool = False) -> int:
             p.ErrorCode.INVALID_PARAMS, f"--broker: want tcp://HOST:PORT, got {config.backend}"
         )
     config.ensure_dirs()
-    registry = PalaceRegistry(config)
-    if not reader and not registry.exists(name):
-        registry.create(name, None)
+    if not reader and not palace_dir.exists(config, name):
+        palace_dir.create(config, name, None)
     log = setup_logging("palace", default_level="info").bind(broker=config.backend)
     log.info("remote worker starting", palace=name, role="reader" if reader else "writer")
     if reader:
@@ -39,3 +39,23 @@ def run_remote_worker(palace: str, reader: bool = False) -> int:
     from trusty_memory.workers.writer import PalaceWriter
 
     return PalaceWriter(config, log, name, remote=True).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m trusty_memory.workers.remote --palace=NAME [--reader]``: what
+    ``trusty-memory worker`` runs, with ``TRUSTY_MEMORY_BROKER_BACKEND`` naming the broker."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="trusty_memory.workers.remote")
+    parser.add_argument("--palace", required=True)
+    parser.add_argument("--reader", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        return run_remote_worker(args.palace, reader=args.reader)
+    except p.TrustyError as exc:
+        print(f"trusty-memory worker: {exc.message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

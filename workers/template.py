@@ -95,7 +95,7 @@ def preload() -> None:
     import trusty_memory.workers.palace
     import trusty_memory.workers.reader
     import trusty_memory.workers.writer  # noqa: F401
-    from trusty_memory.logs import setup_logging
+    from trusty_memory.common.logs import setup_logging
 
     setup_logging("template")  # structlog's processors built once, shared
 
@@ -103,7 +103,7 @@ def preload() -> None:
 def warm() -> None:
     """Run the store code once (``warm_up.py``) and hand back what that freed, so that
     children copy fewer of the template's pages."""
-    from trusty_memory.logs import get_logger
+    from trusty_memory.common.logs import get_logger
     from trusty_memory.workers.base import release_freed_memory
     from trusty_memory.workers.warm_up import warm_up
 
@@ -116,7 +116,7 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
     """In the forked child: become a palace worker; never return into the template loop."""
     code = 1
     try:
-        from trusty_memory.home import CRASH_TEST_ENV, PARENT_ENV
+        from trusty_memory.common.home import CRASH_TEST_ENV, PARENT_ENV
 
         os.environ[PARENT_ENV] = str(os.getppid())  # the template is this worker's supervisor
         signal.set_wakeup_fd(-1)
@@ -148,7 +148,7 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
 
 
 def main() -> int:
-    from trusty_memory.home import expected_parent
+    from trusty_memory.common.home import expected_parent
 
     parent = expected_parent()
     wakeup = os.pipe()  # SIGCHLD wakes the loop through it, to reap at once

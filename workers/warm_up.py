@@ -27,13 +27,13 @@ import msgspec
 import numpy as np
 import structlog
 
-from trusty_memory import protocol as p
-from trusty_memory.config import PalaceSettings, load_config
-from trusty_memory.logs import setup_logging
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import PalaceSettings, load_config
+from trusty_memory.common.logs import setup_logging
 from trusty_memory.workers import palace
-from trusty_memory.workers.embedding import DIM
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.workers.embedder.embedding import DIM
+from trusty_memory.workers.store.read import ReadStore
+from trusty_memory.workers.store.write import PalaceStore
 
 DRAWERS_PER_BATCH = 16  # under index._PARALLEL_ADD_MIN: added on this thread
 BATCHES = 3

@@ -15,14 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from trusty_memory import names
-from trusty_memory import protocol as p
-from trusty_memory.workers import bulk, context, maintenance, retrieval, store_edit
-from trusty_memory.workers import store_values as v
+from trusty_memory.common import names
+from trusty_memory.common import protocol as p
 from trusty_memory.workers.base import Job, Reply
-from trusty_memory.workers.embedding import DIM
+from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker, Vectors
-from trusty_memory.workers.store import PalaceStore
+from trusty_memory.workers.store import bulk, context, maintenance
+from trusty_memory.workers.store import edit as store_edit
+from trusty_memory.workers.store import ranking as retrieval
+from trusty_memory.workers.store import values as v
+from trusty_memory.workers.store.write import PalaceStore
 
 
 class PalaceWriter(PalaceWorker):
@@ -35,7 +37,7 @@ class PalaceWriter(PalaceWorker):
         )
 
     def remember_inputs(self, remembers: list[p.RememberParams]) -> list[tuple[str, str | None]]:
-        """Each remember embedded with its episode predecessor (``workers/context.py``),
+        """Each remember embedded with its episode predecessor (``workers/store/context.py``),
         unless ``[palace] context_vectors`` is off or the caller sent ``embed_text``."""
         if not self.config.palace.context_vectors:
             return PalaceWorker.remember_inputs(self, remembers)
@@ -106,7 +108,7 @@ PalaceWriter.handlers = {
     "kg_assert": lambda w, params: w.store.kg_assert(params),
     "palace_hits": _take_hits,
     "palace_import": lambda w, params: bulk.import_batch(w.store, params, w.embedder.encode),
-    # The dreamer's steps and the archive (``workers/maintenance.py``).
+    # The dreamer's steps and the archive (``workers/store/maintenance.py``).
     "dream_status": lambda w, params: w.store.info(),
     "dream_scan": lambda w, params: maintenance.scan_duplicates(w.store, params),
     "dream_merge": lambda w, params: maintenance.merge_groups(w.store, params, w.embedder.encode),
@@ -114,7 +116,7 @@ PalaceWriter.handlers = {
     "dream_kg_decay": lambda w, params: maintenance.kg_decay_page(w.store, params),
     "dream_finish": lambda w, params: maintenance.finish(w.store, params),
     "archive_restore": lambda w, params: store_edit.restore(w.store, params.drawer_id),
-    # Changes in place (``workers/store_edit.py``).
+    # Changes in place (``workers/store/edit.py``).
     "memory_update": lambda w, params: store_edit.update_drawer(w.store, params, w.embedder.encode),
     "kg_invalidate": lambda w, params: store_edit.invalidate_fact(w.store, params),
 }

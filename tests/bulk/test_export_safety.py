@@ -197,7 +197,15 @@ def test_a_planted_temporary_file_never_receives_the_export(daemon, palace, atta
     if names:
         plant(attacker, 'umask 0; for f; do : > "$f"; done', *names)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.cli", "export", palace, "-o", str(target)],
+        [
+            sys.executable,
+            "-m",
+            "trusty_memory.client.cli.main",
+            "export",
+            palace,
+            "-o",
+            str(target),
+        ],
         env=daemon.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -157,7 +157,7 @@ def test_bad_lines_are_reported_and_their_batch_is_not_imported(client, daemon, 
 
 def test_worker_refuses_a_bad_batch_whole(client):
     """The worker's own check (a client that skipped validation): nothing is written."""
-    from trusty_memory.protocol import ErrorCode, TrustyError
+    from trusty_memory.common.protocol import ErrorCode, TrustyError
 
     client.palace_create("atomic")
     good = {"drawer_id": str(uuid.uuid4()), "content": "fine", "vector": unit(1).tobytes()}
@@ -256,7 +256,7 @@ def interrupted_import(daemon, client, palace: str, lines: list, sig: int, wait_
     """Start an import from a pipe that stays open, send ``lines``, wait until
     ``wait_for`` drawers are in, then send ``sig``; returns the finished process."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.cli", "--json", "import", palace, "-",
+        [sys.executable, "-m", "trusty_memory.client.cli.main", "--json", "import", palace, "-",
          "--batch-size", "2"],
         env=daemon.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip

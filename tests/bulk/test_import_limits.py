@@ -32,7 +32,7 @@ def _capped_memory() -> None:
 def cli(daemon, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """The real command, with its address space capped."""
     return subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", *args],
         env=daemon.env,
         input=stdin,
         capture_output=True,

@@ -357,7 +357,7 @@ def test_the_build_s_model_check_finds_a_compiled_model_and_misses_none(tmp_path
     _, stages = parse(DOCKERFILE.read_text())
     run = next(a for a in stages[-1].args_of("RUN") if "cache_key()" in a)
     snippet = re.search(r"python -c '([^']+)'", run).group(1)
-    from trusty_memory.workers import compiled_model
+    from trusty_memory.workers.embedder import compiled_model
 
     if not (compiled_model.default_cache_root() / compiled_model.cache_key()).is_dir():
         pytest.skip("the model is not compiled in this user's cache (run ./dev setup)")
@@ -389,7 +389,7 @@ def test_the_image_s_command_and_healthcheck_in_its_environment(tmp_path):
     folder, the venv to this one, the cache to the one setup filled), and its HEALTHCHECK
     command: unhealthy before the start, healthy within the start period, stopped cleanly
     by SIGTERM (`docker stop`), unhealthy after."""
-    from trusty_memory.workers import compiled_model
+    from trusty_memory.workers.embedder import compiled_model
 
     image = final_stage_commands()
     env_pairs = dict(zip(image["ENV"][::2], image["ENV"][1::2], strict=True))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-m", "trusty_memory.cli"]
+CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
 # launchd.plist(5): the keys the agent may use, with the type launchd requires of each.
 LAUNCHD_TYPES = {
     "Label": str,
@@ -105,7 +105,11 @@ def test_the_agent_runs_this_installation(env):
     job = plistlib.loads(data["unit"].encode())
     assert check_job(job) == []
     script = Path(sys.executable).parent / "trusty-memory"
-    expected = [str(script)] if script.exists() else [sys.executable, "-m", "trusty_memory.cli"]
+    expected = (
+        [str(script)]
+        if script.exists()
+        else [sys.executable, "-m", "trusty_memory.client.cli.main"]
+    )
     assert job["ProgramArguments"] == [*expected, "daemon", "--take-over"] == data["command"]
     assert job["Label"] == "trusty-memory"
     assert data["path"] == f"{env['HOME']}/Library/LaunchAgents/trusty-memory.plist"
@@ -185,7 +189,7 @@ def test_the_job_runs_as_launchd_would_start_it(tmp_path):
     in its WorkingDirectory, with only launchd's own variables (HOME, USER, a bare PATH) and
     the job's EnvironmentVariables, stdout and stderr appended to its log. The daemon
     answers, then exits 0 on SIGTERM, which KeepAlive leaves stopped."""
-    from trusty_memory.config import load_config
+    from trusty_memory.common.config import load_config
 
     home = Path(tempfile.mkdtemp(prefix="tml-", dir="/tmp"))  # ipc paths stay short
     env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home), "HOME": str(tmp_path)}

@@ -21,10 +21,10 @@ import pytest
 from tests.conftest import Daemon, _short_tmp, run_cli
 from tests.dreamer.corpus import sentence, twin
 from trusty_memory.client.sync import Client
-from trusty_memory.config import Config
+from trusty_memory.common.config import Config
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 from trusty_memory.dreamer import progress
 from trusty_memory.dreamer.__main__ import dream_once
-from trusty_memory.protocol import ErrorCode, TrustyError
 
 # Near-duplicates as MiniLM sees them (cosine 0.958 .. 0.99) and distinct notes (< 0.6).
 PLANTED = [
@@ -347,7 +347,15 @@ def test_kill_9_of_the_dreamer_mid_apply_leaves_a_consistent_palace(client, daem
     before = client.palace_info("crash").drawer_count
     env = {**daemon.env, "TRUSTY_MEMORY_DREAMER_MERGE_BATCH": "4"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.cli", "dream", "--palace", "crash", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "trusty_memory.client.cli.main",
+            "dream",
+            "--palace",
+            "crash",
+            "--json",
+        ],
         env=env,
         stdout=subprocess.PIPE,
         text=True,

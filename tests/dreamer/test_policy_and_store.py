@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trusty_memory import protocol as p
-from trusty_memory.config import PalaceSettings
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import PalaceSettings
 from trusty_memory.dreamer.planner import group_pairs
-from trusty_memory.workers import context
-from trusty_memory.workers import maintenance as m
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.workers.store import context
+from trusty_memory.workers.store import maintenance as m
+from trusty_memory.workers.store.read import ReadStore
+from trusty_memory.workers.store.write import PalaceStore
 
 DIM = 384
 SETTINGS = PalaceSettings(ef_construction=64, hnsw_m=12, index_save_every=10)
@@ -195,7 +195,7 @@ def test_near_duplicates_merge_into_the_most_important(store):
 
 
 def test_restatements_with_context_mixed_vectors_are_compared_by_their_own(store):
-    """The index holds context mixes (``workers/context.py``): two restatements written
+    """The index holds context mixes (``workers/store/context.py``): two restatements written
     after different predecessors have mixes well below the threshold; their own vectors
     decide, and both the merge and the archive keep each drawer's own vector."""
     base = unit("port")

@@ -1,4 +1,4 @@
-"""The merge rule: do two notes state the same thing? (``workers/same_fact.py``)
+"""The merge rule: do two notes state the same thing? (``workers/store/same_fact.py``)
 
 Unit tests pin each check and its reason; the slow test measures the dreamer's whole
 decision (real MiniLM cosine >= 0.95 and the rule) on the labelled pairs in ``data/``.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bench import merge_pairs
-from trusty_memory.workers.same_fact import _POLARITY, same_fact
+from trusty_memory.workers.store.same_fact import _POLARITY, same_fact
 
 # -- the issue's examples ----------------------------------------------------------------
 
@@ -250,7 +250,7 @@ MIN_PAIRS = {"labelled": 300, "held_out": 150}
 
 @pytest.fixture(scope="module")
 def measured():
-    from trusty_memory.workers.embedding import MiniLMEmbedder
+    from trusty_memory.workers.embedder.embedding import MiniLMEmbedder
 
     return merge_pairs.run(MiniLMEmbedder().encode)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
-from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
+from trusty_memory.common import protocol as p
 
 
 def main() -> int:

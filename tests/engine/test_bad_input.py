@@ -9,9 +9,9 @@ import pytest
 import zmq
 
 from tests.engine.test_faults import worker_pid
-from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.common import protocol as p
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from tests.conftest import Daemon, run_cli
 from tests.engine.test_faults import worker_pid
 from tests.mcp.conftest import RawServe
 from trusty_memory.client.sync import Client
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 PALACE = "bounds"
 MB = "x" * 2**20

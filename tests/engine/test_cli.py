@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from trusty_memory import __version__
+from trusty_memory.common import __version__
 
-CLI = [sys.executable, "-m", "trusty_memory.cli"]
+CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
 
 
 def run(home, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import Daemon
 from trusty_memory.client.daemon import daemon_pid
 from trusty_memory.client.sync import Client
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 def worker_pid(client: Client, service: str) -> int:

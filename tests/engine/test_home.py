@@ -21,17 +21,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Daemon, _short_tmp
-from trusty_memory import home as h
 from trusty_memory.client.sync import Client
+from trusty_memory.common import home as h
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "trusty_memory.cli"]
+CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
 
 
 def _compiled_dir() -> str:
     """The machine's compiled-model cache, so a test HOME does not compile the model again."""
-    from trusty_memory.workers.compiled_model import default_cache_root
+    from trusty_memory.workers.embedder.compiled_model import default_cache_root
 
     return str(default_cache_root())
 
@@ -171,7 +171,7 @@ def test_stop_never_signals_a_process_that_reused_a_dead_daemons_pid(fresh_home)
 
 def test_a_live_lock_holder_with_a_different_start_time_is_not_the_daemon(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from trusty_memory import home; "
+        [sys.executable, "-c", "import sys; from trusty_memory.common import home; "
          "home.hold_lock(__import__('pathlib').Path(sys.argv[1])); print('held', flush=True); "
          "sys.stdin.read()", str(tmp_path)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

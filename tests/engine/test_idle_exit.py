@@ -17,11 +17,11 @@ import pytest
 
 from tests.conftest import Daemon, _short_tmp
 from tests.mcp.conftest import RawServe
-from trusty_memory import home as h
+from trusty_memory.common import home as h
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "trusty_memory.cli"]
+CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
 IDLE = {"TRUSTY_MEMORY_DAEMON_IDLE_EXIT_S": "3", "TRUSTY_MEMORY_DREAMER_ENABLED": "1",
         "TRUSTY_MEMORY_BROKER_HEARTBEAT_S": "0.5"}  # fmt: skip
 

@@ -18,8 +18,8 @@ def rss_mb(pid: int) -> float:
 
 def test_the_embedder_gives_back_a_big_batchs_memory_once_idle(daemon):
     # 64 texts of 256 tokens need about 600 MB of scratch space in one forward pass. ONNX
-    # Runtime's arena (off in workers/compiled_model.py) would keep all of it for good; glibc
-    # keeps freed pages until the worker's idle hook hands them back.
+    # Runtime's arena (off in workers/embedder/compiled_model.py) would keep all of it for
+    # good; glibc keeps freed pages until the worker's idle hook hands them back.
     with Client(daemon.config, autostart=False) as client:
         client.call("embed", {"texts": ["warm"]})
         pid = worker_pid(client, "embedder")

@@ -245,7 +245,8 @@ def test_mcp_serve_across_the_link_rides_out_a_drop(net, team):
     async def go() -> None:
         params = StdioServerParameters(
             command=net.client_prefix[0],
-            args=[*net.client_prefix[1:], sys.executable, "-m", "trusty_memory.cli", "serve",
+            args=[*net.client_prefix[1:], sys.executable, "-m", "trusty_memory.client.cli.main",
+                  "serve",
                   "--palace", "veth-mcp", "--daemon", team.frontend,
                   "--server-key", team.server_key],
             env={**os.environ, "TRUSTY_MEMORY_HOME": str(team.client_home)},

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tests.conftest import _short_tmp
-from trusty_memory.home import PARENT_ENV
+from trusty_memory.common.home import PARENT_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +30,9 @@ def a_dead_pid() -> int:
 @pytest.mark.parametrize(
     ("module", "says"),
     [
-        (["trusty_memory.workers.embedder"], "parent gone; stopping"),
+        (["trusty_memory.workers.embedder.worker"], "parent gone; stopping"),
         (["trusty_memory.dreamer", "--supervised"], "daemon gone; stopping"),
-        (["trusty_memory.client.mcp_host"], "daemon gone; serving the open sessions"),
+        (["trusty_memory.client.mcp.host"], "daemon gone; serving the open sessions"),
     ],
 )
 def test_an_actor_whose_daemon_is_gone_stops(module, says):

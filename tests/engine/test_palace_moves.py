@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import Daemon, run_cli
 from tests.engine.test_readers import wait_for_readers, workers_of
 from trusty_memory.client.sync import Client
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,7 @@ def on_a_terminal(daemon: Daemon, answer: str, *args: str) -> tuple[int, str]:
     """Run the CLI with stdin and stderr on a pseudo-terminal; returns (exit code, stderr)."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", *args],
         env=daemon.env,
         stdin=follower,
         stderr=follower,

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import Daemon
 from trusty_memory.client.sync import Client
-from trusty_memory.protocol import TrustyError
+from trusty_memory.common.protocol import TrustyError
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from trusty_memory.client.sync import Client
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 @pytest.fixture(scope="module")

@@ -31,15 +31,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Daemon
-from trusty_memory import home as h
-from trusty_memory import service
-from trusty_memory.config import load_config
-from trusty_memory.workers import compiled_model
+from trusty_memory.client.cli import systemd as service
+from trusty_memory.common import home as h
+from trusty_memory.common.config import load_config
+from trusty_memory.workers.embedder import compiled_model
 
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
-CLI = [sys.executable, "-m", "trusty_memory.cli"]
+CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
 MISSING = [t for t in ("unshare", "setpriv", "systemd-analyze") if shutil.which(t) is None]
 if os.geteuid() != 0:
     pytest.skip("namespaces for the sandbox need root", allow_module_level=True)

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Daemon, _short_tmp
-from trusty_memory import home as h
+from trusty_memory.common import home as h
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "trusty_memory.cli"]
+CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
 
 
 def env_for(home: Path) -> dict[str, str]:

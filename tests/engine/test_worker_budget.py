@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from tests.conftest import Daemon, wait_until
-from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
+from trusty_memory.common import protocol as p
 
 pytestmark = pytest.mark.slow
 

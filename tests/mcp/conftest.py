@@ -30,7 +30,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-SERVE = [sys.executable, "-m", "trusty_memory.client.mcp_server"]
+SERVE = [sys.executable, "-m", "trusty_memory.client.mcp.server"]
 
 INIT_PARAMS = {
     "protocolVersion": "2024-11-05",
@@ -198,7 +198,7 @@ async def sdk_session(home: Path, *args: str, **env: str) -> AsyncIterator[Clien
     """An initialized SDK client session with a ``serve`` subprocess."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "trusty_memory.client.mcp_server", *args],
+        args=["-m", "trusty_memory.client.mcp.server", *args],
         env=serve_env(home, **env),
     )
     with open(home / "serve-stderr.log", "a") as errlog:

@@ -22,8 +22,8 @@ from tests.conftest import Daemon
 from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in, tool_json, wait_for
 from tests.mcp.test_http import _http_session, _listening, _token, free_port
 from tests.mcp.test_output_schemas import strict
-from trusty_memory.client import mcp_tools_extended as ext
-from trusty_memory.client.mcp_tools import TOOL_NAMES, tool_definitions
+from trusty_memory.client.mcp import tools_extended as ext
+from trusty_memory.client.mcp.tools import TOOL_NAMES, tool_definitions
 from trusty_memory.client.sync import Client
 
 EXTENDED_NAMES = [*TOOL_NAMES, *ext.TOOLS]
@@ -411,7 +411,7 @@ def test_bad_arguments_fail_fast_with_the_cause_and_the_server_goes_on(raw_serve
 def test_the_contract_set_neither_knows_nor_passes_the_extended_arguments():
     """With the set off, the extended names are unknown tools and kg_query's as_of is an
     unknown argument, ignored as any other is: the daemon gets the contract's request."""
-    from trusty_memory.client.mcp_tools import ToolError, plan_call
+    from trusty_memory.client.mcp.tools import ToolError, plan_call
 
     for name in ext.TOOLS:
         with pytest.raises(ToolError, match=f"^unknown tool: {name}$"):
@@ -431,7 +431,7 @@ def test_resources_page_through_the_palaces_without_waking_them():
     palace process starts for it (a home of thousands of palaces stays asleep)."""
     import mcp.types as types
 
-    from trusty_memory.client.mcp_resources import PAGE
+    from trusty_memory.client.mcp.resources import PAGE
 
     home = short_tmp("tmp-")
     daemon = Daemon(home)

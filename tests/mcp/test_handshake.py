@@ -7,8 +7,8 @@ import shutil
 import time
 
 from tests.mcp.conftest import sdk_session
-from trusty_memory import __version__
-from trusty_memory.client.mcp_stdio import HANDSHAKE_PROTOCOL_VERSIONS
+from trusty_memory.client.mcp.stdio import HANDSHAKE_PROTOCOL_VERSIONS
+from trusty_memory.common import __version__
 
 
 def test_initialize_result_without_palace(raw_serve):

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from trusty_memory.client.mcp_stdio import MAX_LINE_BYTES
+from trusty_memory.client.mcp.stdio import MAX_LINE_BYTES
 
 NO_DAEMON = {"TRUSTY_MEMORY_BROKER_FRONTEND": "tcp://127.0.0.1:9"}
 
@@ -131,7 +131,7 @@ def test_a_signal_that_a_library_rewraps_during_start_up_still_exits_zero(tmp_pa
     SchemaError; start-up must still end as a shutdown: exit 0, no traceback."""
     code = (
         "import os, signal, sys\n"
-        "from trusty_memory.client import mcp_server\n"
+        "from trusty_memory.client.mcp import server as mcp_server\n"
         "async def interrupted(*args):\n"
         "    try:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"

@@ -84,10 +84,10 @@ async def session_in_a_hostile_repository(tmp_path: Path, serve_home: Path) -> N
 
 def test_cli_and_actor_commands_leave_the_working_directory_off_sys_path():
     """Every command line the daemon starts a process with begins ``python -P``."""
-    from trusty_memory import protocol as p
     from trusty_memory.broker.supervisor import argv_for
+    from trusty_memory.client.cli.systemd import daemon_command
     from trusty_memory.client.spawn import module_command
-    from trusty_memory.service import daemon_command
+    from trusty_memory.common import protocol as p
 
     for service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE, p.MCP_HOST_SERVICE, "palace:x"):
         assert argv_for(service)[1] == "-P", argv_for(service)

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.mcp.conftest import INIT_PARAMS, SERVE, serve_env, wait_for
-from trusty_memory.client.mcp_http import TOKEN_FILE
+from trusty_memory.client.mcp.http import TOKEN_FILE
 
 
 def free_port() -> int:

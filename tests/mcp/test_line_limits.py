@@ -2,7 +2,7 @@
 
 A reply travels as one JSON line through the MCP host, the relay and ``serve``'s stdout,
 and each of them reads lines with a limit. Those limits are derived from the largest legal
-reply (``line_limits`` in ``mcp_stdio.py``): 45 drawers of 64,000 bytes of emoji made a
+reply (``line_limits`` in ``mcp/stdio.py``): 45 drawers of 64,000 bytes of emoji made a
 17 MB line that the relay's old fixed 16 MiB limit dropped, and the call hung. A reply
 longer than the limit (here one set low with ``TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES``) is
 answered with an error naming it, by whichever side holds the lower limit, and a request
@@ -25,15 +25,15 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Daemon
 from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in, tool_json
-from trusty_memory.client import mcp_stdio
-from trusty_memory.client.mcp_stdio import (
+from trusty_memory.client.mcp import stdio as mcp_stdio
+from trusty_memory.client.mcp.stdio import (
     MAX_LINE_BYTES,
     IdScanner,
     LineSplitter,
     TooLong,
     line_limits,
 )
-from trusty_memory.config import PalaceSettings
+from trusty_memory.common.config import PalaceSettings
 
 MAX_REPLY_ENV = "TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES"  # [mcp] max_reply_bytes
 
@@ -234,9 +234,9 @@ def test_an_endless_line_is_answered_at_once_and_never_held(raw_serve):
 
 
 def test_the_limits_follow_the_settings_and_the_workers_caps():
-    from trusty_memory.workers.maintenance import ARCHIVE_LIMIT_MAX
-    from trusty_memory.workers.store_read import LIST_LIMIT_MAX
-    from trusty_memory.workers.store_search import SEARCH_LIMIT_MAX
+    from trusty_memory.workers.store.maintenance import ARCHIVE_LIMIT_MAX
+    from trusty_memory.workers.store.read import LIST_LIMIT_MAX
+    from trusty_memory.workers.store.search import SEARCH_LIMIT_MAX
 
     assert PalaceSettings().max_text_bytes == mcp_stdio.DEFAULT_MAX_TEXT_BYTES
     assert PalaceSettings().max_top_k == mcp_stdio.DEFAULT_MAX_TOP_K

@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from tests.mcp.conftest import sdk_session, short_tmp, stop_daemon_in, tool_json
-from trusty_memory.client.mcp_tools import TOOL_NAMES
+from trusty_memory.client.mcp.tools import TOOL_NAMES
 
 pytestmark = pytest.mark.slow
 
@@ -154,7 +154,7 @@ def test_every_tool_result_matches_its_output_schema():
 
 def test_the_strict_check_catches_extra_and_missing_fields():
     """The checks above must fail on results that do not match."""
-    from trusty_memory.client.mcp_tools import tool_definitions
+    from trusty_memory.client.mcp.tools import tool_definitions
 
     schemas = {t["name"]: t["outputSchema"] for t in tool_definitions()}
     recall = strict(schemas["memory_recall"])

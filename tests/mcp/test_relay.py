@@ -16,9 +16,9 @@ import pytest
 
 from tests.conftest import Daemon
 from tests.mcp.conftest import INIT_PARAMS, RawServe, short_tmp, stop_daemon_in
-from trusty_memory import home as home_mod
-from trusty_memory.client.mcp_stdio import HANDSHAKE_PROTOCOL_VERSIONS
+from trusty_memory.client.mcp.stdio import HANDSHAKE_PROTOCOL_VERSIONS
 from trusty_memory.client.sync import Client
+from trusty_memory.common import home as home_mod
 
 
 @pytest.fixture(scope="module")

@@ -236,7 +236,7 @@ def test_no_torch_in_the_serve_process(home, tmp_path):
     finally:
         s.kill()
     modules = set(modules_file.read_text().split())
-    assert "trusty_memory.client.mcp_relay" in modules  # the hook saw a relayed session
+    assert "trusty_memory.client.mcp.relay" in modules  # the hook saw a relayed session
     # The relay is the standard library: the SDK, pydantic and ZeroMQ live in the daemon's
     # MCP host, and the model stack in its embedders.
     for heavy in ("mcp", "pydantic", "zmq", "asyncio", "torch", "sentence_transformers",

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from trusty_memory.client.mcp_tools import ToolError, call_tool
-from trusty_memory.protocol import ErrorCode, TrustyError
+from trusty_memory.client.mcp.tools import ToolError, call_tool
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 class FakeDaemon:

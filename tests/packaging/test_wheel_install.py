@@ -27,16 +27,17 @@ import time
 import urllib.request
 import zipfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-import trusty_memory
+import trusty_memory.common
 from tests.mcp.conftest import short_tmp, stop_daemon_in
-from trusty_memory import home as home_mod
-from trusty_memory.client.mcp_tools import TOOL_NAMES
-from trusty_memory.workers import compiled_model
+from trusty_memory.client.mcp.tools import TOOL_NAMES
+from trusty_memory.common import home as home_mod
+from trusty_memory.workers.embedder import compiled_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -77,29 +78,30 @@ def constraints(path: Path) -> Path:
 
 def check_sdist(sdist: Path, src: Path) -> None:
     with tarfile.open(sdist) as tar:
-        top = f"trusty_memory-{trusty_memory.__version__}/"
+        top = f"trusty_memory-{trusty_memory.common.__version__}/"
         names = {n.removeprefix(top) for n in tar.getnames()}
     wanted = set(SDIST_FILES)
     for tree in SDIST_TREES:
         wanted |= {str(p.relative_to(src)) for p in (src / tree).rglob("*") if p.is_file()}
     assert not wanted - names, sorted(wanted - names)
-    assert "client/mcp_tools.py" in names and "LICENSE" in names
+    assert "client/mcp/tools.py" in names and "LICENSE" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
 def check_wheel(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as whl:
         names = set(whl.namelist())
-        info = f"trusty_memory-{trusty_memory.__version__}.dist-info/"
+        info = f"trusty_memory-{trusty_memory.common.__version__}.dist-info/"
         entry_points = whl.read(info + "entry_points.txt").decode()
     assert info + "licenses/LICENSE" in names
-    assert "trusty_memory/client/mcp_tools.py" in names
-    assert "trusty_memory/workers/model_build.py" in names
+    assert "trusty_memory/client/mcp/tools.py" in names
+    assert "trusty_memory/workers/embedder/model_build.py" in names
+    assert "trusty_memory/__init__.py" not in names  # a namespace package: no folder of its own
     # The web page's files are package data: without them `trusty-memory ui` cannot render.
     for data in ("templates/base.html", "static/htmx.min.js", "static/htmx.LICENSE"):
         assert f"trusty_memory/ui/{data}" in names, data
     assert not [n for n in names if n.startswith(("tests/", "bench/", "deploy/", "docs/"))]
-    assert "trusty-memory = trusty_memory.cli:main" in entry_points
+    assert "trusty-memory = trusty_memory.client.cli.main:main" in entry_points
 
 
 async def one_session(command: Path, home: Path, cwd: Path, venv: Path) -> None:
@@ -116,7 +118,7 @@ async def one_session(command: Path, home: Path, cwd: Path, venv: Path) -> None:
         ):
             init = await session.initialize()
             assert init.server_info.name == "trusty-memory"
-            assert init.server_info.version == trusty_memory.__version__
+            assert init.server_info.version == trusty_memory.common.__version__
             tools = (await session.list_tools()).tools
             assert [t.name for t in tools] == list(TOOL_NAMES)
             text = "The wheel installs into a fresh venv and serves MCP."
@@ -150,10 +152,14 @@ def ui_page_renders(command: Path, home: Path, cwd: Path) -> None:
         text=True,
     )
     try:
-        url = proc.stdout.readline().split()[-1]
-        assert url.startswith("http://127.0.0.1:"), (url, proc.stderr.read())
+        url = urlsplit(proc.stdout.readline().split()[-1])
+        assert url.hostname.endswith(".localhost"), url  # its private name (ui/security.py)
+        # Browsers resolve *.localhost themselves; urllib asks the C library, which may not.
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{url.port}/?{url.query}", headers={"Host": url.netloc}
+        )
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
-        with opener.open(url, timeout=60) as resp:  # the token sets a cookie, then redirects
+        with opener.open(request, timeout=60) as resp:  # the token sets a cookie, redirects
             page = resp.read().decode()
         assert 'data-palace="wheel"' in page, page[-2000:]
     finally:
@@ -191,9 +197,9 @@ def test_the_built_wheel_installs_into_a_fresh_venv_and_serves_mcp():
         times["install"] = time.monotonic() - started
 
         probe = (
-            "import trusty_memory\n"
-            "from trusty_memory.workers.compiled_model import cache_key\n"
-            "print(trusty_memory.__file__)\n"
+            "import trusty_memory.common\n"
+            "from trusty_memory.workers.embedder.compiled_model import cache_key\n"
+            "print(trusty_memory.common.__file__)\n"
             "print(cache_key())\n"
         )
         where, key = run([str(python), "-c", probe], 60, env=clean_env(), cwd=tmp).stdout.split()

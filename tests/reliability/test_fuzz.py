@@ -10,8 +10,8 @@ from bench import fuzz_cases as fc
 from tests.engine.test_faults import worker_pid
 from tests.mcp.conftest import RawServe
 from tests.reliability.conftest import run_part
-from trusty_memory import protocol as p
 from trusty_memory.client.sync import Client
+from trusty_memory.common import protocol as p
 
 pytestmark = pytest.mark.slow
 

@@ -99,7 +99,7 @@ def test_embed_text_puts_a_reply_in_its_context_and_stores_the_turn_itself(palac
 
 def test_a_reply_written_right_after_its_question_is_found_without_client_help(palace):
     query = "How often does Ann go climbing?"
-    # The palace mixed the question's vector into the reply's (``workers/context.py``).
+    # The palace mixed the question's vector into the reply's (``workers/store/context.py``).
     for deep in (False, True):
         assert REPLY in contents(palace.recall("plain", query, deep=deep)), deep
     [hit] = palace.recall("plain", query, deep=True, tag="Ann").results

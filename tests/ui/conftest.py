@@ -145,7 +145,7 @@ def ui(ui_daemon: Daemon) -> Iterator[Ui]:
 def start_ui(daemon: Daemon) -> tuple[subprocess.Popen, str]:
     """``trusty-memory ui --port 0`` against ``daemon``: the process and the URL it printed."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.cli", "ui", "--port", "0"],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", "ui", "--port", "0"],
         env=daemon.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -89,7 +89,16 @@ def test_bad_input_is_a_clear_error_and_the_page_keeps_serving(ui: Ui):
 
 
 def test_a_non_loopback_address_needs_allow_remote_which_warns(ui_daemon):
-    command = [sys.executable, "-m", "trusty_memory.cli", "ui", "--host", "0.0.0.0", "--port", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "trusty_memory.client.cli.main",
+        "ui",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+    ]
     refused = subprocess.run(command, env=ui_daemon.env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and refused.stdout == ""
     assert "not a loopback address" in refused.stderr and "--allow-remote" in refused.stderr
@@ -152,7 +161,7 @@ def test_another_local_server_never_gets_the_page_s_cookie(browser, ui: Ui):
 
 
 def test_an_address_given_with_host_warns_that_its_cookie_is_shared(ui_daemon):
-    command = [sys.executable, "-m", "trusty_memory.cli", "ui", "--host", "127.0.0.2"]
+    command = [sys.executable, "-m", "trusty_memory.client.cli.main", "ui", "--host", "127.0.0.2"]
     command += ["--port", "0"]
     proc = subprocess.Popen(
         command, env=ui_daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

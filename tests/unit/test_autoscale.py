@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trusty_memory.broker.autoscale import Autoscaler, Load
-from trusty_memory.config import PalaceSettings
+from trusty_memory.common.config import PalaceSettings
 
 SETTINGS = PalaceSettings(
     max_readers=3,

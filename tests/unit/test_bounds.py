@@ -16,11 +16,11 @@ import msgspec
 import pytest
 
 from tests.unit.test_store import SETTINGS, remember
-from trusty_memory import protocol as p
-from trusty_memory.config import LimitsSettings, load_config
-from trusty_memory.workers import maintenance
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_values import check_created_at, check_timestamp
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import LimitsSettings, load_config
+from trusty_memory.workers.store import maintenance
+from trusty_memory.workers.store.values import check_created_at, check_timestamp
+from trusty_memory.workers.store.write import PalaceStore
 
 _UNBOUNDED_KINDS = (msgspec.inspect.StrType, msgspec.inspect.ListType, msgspec.inspect.DictType,
                     msgspec.inspect.BytesType, msgspec.inspect.TupleType)  # fmt: skip

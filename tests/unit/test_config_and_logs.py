@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from trusty_memory.config import load_config
+from trusty_memory.common.config import load_config
 
 
 def test_defaults_and_overrides(tmp_path, monkeypatch):
@@ -26,7 +26,7 @@ def test_defaults_and_overrides(tmp_path, monkeypatch):
 
 def test_logs_go_to_stderr_as_json_and_respect_rust_log():
     code = (
-        "from trusty_memory.logs import setup_logging\n"
+        "from trusty_memory.common.logs import setup_logging\n"
         "log = setup_logging('t')\n"
         "log.debug('hidden'); log.info('shown', n=1)\n"
     )
@@ -47,9 +47,9 @@ def test_actors_import_lean_and_still_log_tracebacks():
     # and 2.4 MB for good; an idle palace worker is ~49 MB.
     code = (
         "import sys\n"
-        "import trusty_memory.workers.palace, trusty_memory.workers.embedder\n"
-        "from trusty_memory.workers import compiled_model\n"
-        "from trusty_memory.logs import setup_logging\n"
+        "import trusty_memory.workers.palace, trusty_memory.workers.embedder.worker\n"
+        "from trusty_memory.workers.embedder import compiled_model\n"
+        "from trusty_memory.common.logs import setup_logging\n"
         "log = setup_logging('t')\n"
         "try:\n"
         "    1 / 0\n"

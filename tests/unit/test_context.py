@@ -1,4 +1,5 @@
-"""Context-aware vectors (``workers/context.py``): the rule, the writer's use of it, the switch."""
+"""Context-aware vectors (``workers/store/context.py``): the rule, the writer's use of it,
+the switch."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from trusty_memory.config import PalaceSettings, load_config
-from trusty_memory.protocol import RememberParams
-from trusty_memory.workers import context
+from trusty_memory.common.config import PalaceSettings, load_config
+from trusty_memory.common.protocol import RememberParams
 from trusty_memory.workers.palace import PalaceWorker
-from trusty_memory.workers.retrieval import EPISODE_WINDOW_S
+from trusty_memory.workers.store import context
+from trusty_memory.workers.store.ranking import EPISODE_WINDOW_S
 from trusty_memory.workers.writer import PalaceWriter
 
 T0 = context.seconds_of("2026-03-01T10:00:00Z")
@@ -92,7 +93,7 @@ def test_the_switch_turns_it_off():
 def test_switch_default_and_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("TRUSTY_MEMORY_HOME", str(tmp_path))
     monkeypatch.delenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS", raising=False)
-    assert load_config().palace.context_vectors is True  # see workers/context.py
+    assert load_config().palace.context_vectors is True  # see workers/store/context.py
     monkeypatch.setenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS", "0")
     assert load_config().palace.context_vectors is False
     monkeypatch.delenv("TRUSTY_MEMORY_PALACE_CONTEXT_VECTORS")

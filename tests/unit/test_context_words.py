@@ -16,11 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trusty_memory import protocol as p
-from trusty_memory.config import PalaceSettings
-from trusty_memory.protocol import RememberParams
-from trusty_memory.workers import bulk, context, maintenance, store_edit, store_search
-from trusty_memory.workers.store import PalaceStore
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import PalaceSettings
+from trusty_memory.common.protocol import RememberParams
+from trusty_memory.workers.store import bulk, context, maintenance
+from trusty_memory.workers.store import edit as store_edit
+from trusty_memory.workers.store import search as store_search
+from trusty_memory.workers.store.write import PalaceStore
 
 from .test_store import DIM, SETTINGS, at_cosine, fake_embed, fill, sql
 from .test_store_edit import migrated_file, palace_at_version

@@ -1,4 +1,4 @@
-"""The dates a question names, as spans of ``created_at`` (``workers/dates.py``)."""
+"""The dates a question names, as spans of ``created_at`` (``workers/store/dates.py``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from trusty_memory.workers.dates import mentioned, windows
-from trusty_memory.workers.store_values import check_timestamp, stored_time
+from trusty_memory.workers.store.dates import mentioned, windows
+from trusty_memory.workers.store.values import check_timestamp, stored_time
 
 YEARS = range(2022, 2024)
 
@@ -97,7 +97,7 @@ def test_the_edges_of_the_calendar_give_no_span_and_no_error():
 def test_what_one_question_can_cost_is_bounded():
     """Drawers dated from year 1 to 9999 and a question that lists dates without years:
     at most MAX_YEARS years each, and no list at all past MAX_SPANS spans."""
-    from trusty_memory.workers.dates import MAX_SPANS, MAX_YEARS
+    from trusty_memory.workers.store.dates import MAX_SPANS, MAX_YEARS
 
     wide = lambda: range(1, 10000)  # noqa: E731
     assert len(windows("in March", wide)) == MAX_YEARS

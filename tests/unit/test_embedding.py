@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trusty_memory.workers import compiled_model
-from trusty_memory.workers.embedder import VectorCache
-from trusty_memory.workers.embedding import DeterministicTestEmbedder, MiniLMEmbedder
+from trusty_memory.workers.embedder import compiled_model
+from trusty_memory.workers.embedder.embedding import DeterministicTestEmbedder, MiniLMEmbedder
+from trusty_memory.workers.embedder.worker import VectorCache
 
 
 def test_minilm_loads_offline_and_gives_unit_vectors():

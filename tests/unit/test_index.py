@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from trusty_memory.workers.index import VectorIndex, top_k_exact
+from trusty_memory.workers.store.index import VectorIndex, top_k_exact
 
 DIM = 32
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_store import SETTINGS, fake_embed, fill, no_rebuild, remember, sql
-from trusty_memory.protocol import RecallHit
-from trusty_memory.workers import store_read
-from trusty_memory.workers.index import VectorIndex
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.common.protocol import RecallHit
+from trusty_memory.workers.store import read as store_read
+from trusty_memory.workers.store.index import VectorIndex
+from trusty_memory.workers.store.read import ReadStore
+from trusty_memory.workers.store.write import PalaceStore
 
 QUERIES = ["filler 3", "filler 77", "filler 150", "no such drawer at all"]
 
@@ -207,7 +207,7 @@ def test_a_commit_between_a_refresh_and_its_index_catch_up_reaches_the_filters(w
 
 
 def params_all():
-    from trusty_memory.protocol import ListParams
+    from trusty_memory.common.protocol import ListParams
 
     return ListParams(limit=1000)
 

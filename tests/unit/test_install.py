@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from trusty_memory.cli_admin import StepLine
-from trusty_memory.workers import compiled_model, export_tools
+from trusty_memory.client.cli.admin import StepLine
+from trusty_memory.workers.embedder import compiled_model, export_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -81,7 +81,7 @@ def test_dist_versions_reads_the_first_install_on_the_path(tmp_path, monkeypatch
 
 
 def test_cache_root_honours_xdg_cache_home(tmp_path):
-    code = "from trusty_memory.workers import compiled_model as c, export_tools as e\n"
+    code = "from trusty_memory.workers.embedder import compiled_model as c, export_tools as e\n"
     code += "print(c.default_cache_root()); print(e.env_dir())"
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -176,10 +176,11 @@ def test_nothing_that_serves_imports_the_export_stack():
     transformers, scipy, sympy, scikit-learn or onnx."""
     code = (
         "import sys\n"
-        "import trusty_memory.cli, trusty_memory.broker.daemon, trusty_memory.client.mcp_server\n"
+        "import trusty_memory.client.cli.main, trusty_memory.broker.daemon\n"
+        "import trusty_memory.client.mcp.server\n"
         "import trusty_memory.workers.writer, trusty_memory.workers.reader\n"
-        "import trusty_memory.workers.embedder, trusty_memory.dreamer.__main__\n"
-        "from trusty_memory.workers.embedding import MiniLMEmbedder\n"
+        "import trusty_memory.workers.embedder.worker, trusty_memory.dreamer.__main__\n"
+        "from trusty_memory.workers.embedder.embedding import MiniLMEmbedder\n"
         "m = MiniLMEmbedder()\n"
         "v = m.encode(['a first note'])\n"
         "heavy = ('torch', 'sentence_transformers', 'transformers', 'scipy', 'sympy',\n"

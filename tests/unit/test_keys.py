@@ -14,9 +14,9 @@ import pytest
 import structlog
 import zmq.auth
 
-from trusty_memory import keys, transport
-from trusty_memory import protocol as p
-from trusty_memory.logs import setup_logging
+from trusty_memory.common import keys, transport
+from trusty_memory.common import protocol as p
+from trusty_memory.common.logs import setup_logging
 
 
 def _mode(path: Path) -> int:
@@ -157,7 +157,7 @@ def test_plain_tcp_is_refused_off_loopback(endpoint):
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "trusty_memory.cli", *args],
+        [sys.executable, "-m", "trusty_memory.client.cli.main", *args],
         env=env,
         capture_output=True,
         text=True,

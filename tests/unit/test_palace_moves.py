@@ -16,10 +16,10 @@ import pytest
 
 from trusty_memory.broker import palaces as registry_module
 from trusty_memory.broker.palaces import PalaceRegistry, holds_nothing
-from trusty_memory.config import Config
-from trusty_memory.protocol import ErrorCode, KgAssertParams, ListParams, TrustyError
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.common.config import Config
+from trusty_memory.common.protocol import ErrorCode, KgAssertParams, ListParams, TrustyError
+from trusty_memory.workers.store.read import ReadStore
+from trusty_memory.workers.store.write import PalaceStore
 
 from .test_store import SETTINGS, fake_embed, fill
 

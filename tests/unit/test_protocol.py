@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from trusty_memory import protocol as p
-from trusty_memory.names import normalize_room, validate_palace_name
+from trusty_memory.common import protocol as p
+from trusty_memory.common.names import normalize_room, validate_palace_name
 
 
 def test_request_round_trip_keeps_params_raw_until_asked():

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from trusty_memory import service
-from trusty_memory.config import load_config
+from trusty_memory.client.cli import systemd as service
+from trusty_memory.common.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "trusty_memory.cli"]
+CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
 ANALYZE = shutil.which("systemd-analyze")
 needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
 MAX_EXPOSURE = 3.0
@@ -135,7 +135,11 @@ def test_the_unit_verifies_and_is_hardened(tmp_path, env, monkeypatch, scope, tr
 def test_the_unit_names_this_installation(tmp_path, env):
     data = printed(env)
     script = Path(sys.executable).parent / "trusty-memory"
-    expected = [str(script)] if script.exists() else [sys.executable, "-m", "trusty_memory.cli"]
+    expected = (
+        [str(script)]
+        if script.exists()
+        else [sys.executable, "-P", "-m", "trusty_memory.client.cli.main"]
+    )
     assert data["command"] == [*expected, "daemon", "--take-over"]
     text = data["unit"]
     assert f"ExecStart={' '.join(data['command'])}\n" in text

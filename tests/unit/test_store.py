@@ -13,16 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trusty_memory.config import PalaceSettings
-from trusty_memory.protocol import (
+from trusty_memory.common.config import PalaceSettings
+from trusty_memory.common.protocol import (
     ErrorCode,
     KgAssertParams,
     ListParams,
     RememberParams,
     TrustyError,
 )
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_schema import SCHEMA_VERSION
+from trusty_memory.workers.store.schema import SCHEMA_VERSION
+from trusty_memory.workers.store.write import PalaceStore
 
 DIM = 384
 # Cheap index settings: the tests exercise behaviour, not recall quality.
@@ -167,7 +167,7 @@ def test_bounded_bm25_scores_rare_term_drawers_with_every_term(store, monkeypatc
     """With a budget smaller than a common word's drawer count, BM25 scores only drawers
     holding a rarer term, but still by all terms: the drawer with both ranks first, and
     the order matches the unbounded ranking for every drawer holding the rare term."""
-    from trusty_memory.workers import retrieval
+    from trusty_memory.workers.store import ranking as retrieval
 
     fill(store, 300, prefix="deploy note")  # "deploy" and "note" in 300 drawers each
     both = remember(store, "deploy the kraken service", room="Ops")
@@ -192,7 +192,7 @@ def test_deep_recall_lifts_the_episode_neighbour_of_a_hit(store, monkeypatch):
     """The reply after a question is found through the question: drawers written in the
     same room within minutes share part of each other's score, so the reply (second by
     vector) overtakes a decoy (first by vector, another day) only with episodes on."""
-    from trusty_memory.workers import retrieval
+    from trusty_memory.workers.store import ranking as retrieval
 
     query = fake_embed("the query")
     near_query = functools.partial(at_cosine, query)
@@ -225,7 +225,7 @@ def test_deep_recall_lifts_the_episode_neighbour_of_a_hit(store, monkeypatch):
 
 
 def test_smooth_episodes_shares_scores_between_neighbours():
-    from trusty_memory.workers.retrieval import smooth_episodes
+    from trusty_memory.workers.store.ranking import smooth_episodes
 
     fused = [(10, 1.0), (20, 0.9), (11, 0.1), (30, 0.5)]
     same = {frozenset((10, 11))}
@@ -238,7 +238,7 @@ def test_smooth_episodes_shares_scores_between_neighbours():
 
 
 def test_feedback_terms_are_the_rarest_words_the_query_lacks():
-    from trusty_memory.workers.retrieval import FEEDBACK_TERMS, feedback_terms
+    from trusty_memory.workers.store.ranking import FEEDBACK_TERMS, feedback_terms
 
     counts = {"okonkwo": 2, "kestrel": 3, "rollout": 2, "signed": 40, "alone": 1}
     docs = ["zanzibar rollout owner okonkwo alone", "kestrel signed okonkwo"]
@@ -272,7 +272,7 @@ def test_deep_recall_finds_a_drawer_through_the_top_hit_words(store, monkeypatch
     """Pseudo-relevance feedback: a note that shares none of the question's words but a
     rare word of the best hit ("Okonkwo") climbs into the top 10 only with feedback on,
     over decoys that are closer by vector and share nothing with the hit."""
-    from trusty_memory.workers import retrieval
+    from trusty_memory.workers.store import ranking as retrieval
 
     query = fake_embed("the query")
     near_query = functools.partial(at_cosine, query)
@@ -305,7 +305,7 @@ def test_deep_recall_ranks_what_was_written_in_the_month_a_question_names(store,
     """ "In March, which envoy version did the gateway get?": of a dozen look-alike notes,
     one a month, the one written in March comes first once the date list is in, though
     another is closer by vector."""
-    from trusty_memory.workers import retrieval
+    from trusty_memory.workers.store import ranking as retrieval
 
     query = fake_embed("the query")
     near_query = functools.partial(at_cosine, query)
@@ -415,7 +415,7 @@ def test_a_word_unknown_at_one_deep_recall_is_found_after_it_is_written(store):
 
 
 def test_split_terms_keeps_the_rarest_within_budget():
-    from trusty_memory.workers.retrieval import split_terms
+    from trusty_memory.workers.store.ranking import split_terms
 
     counts = {"go": 9000, "kraken": 3, "group": 900, "lgbtq": 800, "nowhere": 0}
     terms = ["go", "kraken", "group", "lgbtq", "nowhere"]
@@ -764,9 +764,9 @@ def test_index_grows_beyond_initial_capacity(palace_dir):
 _WRITER = """
 import sys, hashlib, numpy as np
 from pathlib import Path
-from trusty_memory.config import PalaceSettings
-from trusty_memory.protocol import RememberParams
-from trusty_memory.workers.store import PalaceStore
+from trusty_memory.common.config import PalaceSettings
+from trusty_memory.common.protocol import RememberParams
+from trusty_memory.workers.store.write import PalaceStore
 
 def vec(text):
     seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")

@@ -15,7 +15,7 @@ import pytest
 import sqlite_utils
 
 from tests.unit.test_store import SETTINGS, fake_embed, remember, sql
-from trusty_memory.protocol import (
+from trusty_memory.common.protocol import (
     ArchiveListParams,
     DreamDecayParams,
     ErrorCode,
@@ -26,10 +26,13 @@ from trusty_memory.protocol import (
     TrustyError,
     UpdateParams,
 )
-from trusty_memory.workers import maintenance, store_edit, store_schema, store_search
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_read import ReadStore
-from trusty_memory.workers.store_values import check_timestamp
+from trusty_memory.workers.store import edit as store_edit
+from trusty_memory.workers.store import maintenance
+from trusty_memory.workers.store import schema as store_schema
+from trusty_memory.workers.store import search as store_search
+from trusty_memory.workers.store.read import ReadStore
+from trusty_memory.workers.store.values import check_timestamp
+from trusty_memory.workers.store.write import PalaceStore
 
 
 def embed(texts: list[str]) -> np.ndarray:
@@ -94,8 +97,8 @@ def test_restoring_a_version_puts_it_back_and_archives_what_it_replaces(store):
 def test_a_context_mixed_drawer_updated_and_restored_keeps_its_own_vector(store, palace_dir):
     """A drawer the writer mixed with its episode (``context.Mixed``) keeps its own vector
     beside the mix; a new text is its own vector alone; the version restored brings both."""
-    from trusty_memory.protocol import RememberParams
-    from trusty_memory.workers import context
+    from trusty_memory.common.protocol import RememberParams
+    from trusty_memory.workers.store import context
 
     own = fake_embed("The cache TTL is 60 s.")
     mixed = context.mix(own, fake_embed("Standup notes, Tuesday."))
@@ -298,7 +301,7 @@ def test_a_version_2_palace_keeps_its_archive_through_the_migration(tmp_path):
 
 
 def test_stats_list_the_dreamers_last_passes_newest_first(store):
-    from trusty_memory.protocol import DreamFinishParams
+    from trusty_memory.common.protocol import DreamFinishParams
 
     assert store_search.stats(store, "writer").dream_passes == []
     for merged in range(12):
@@ -313,7 +316,7 @@ def test_stats_list_the_dreamers_last_passes_newest_first(store):
 def test_the_summary_follows_writes_only(store, palace_dir):
     import json as _json
 
-    from trusty_memory.workers.store_read import SUMMARY_FILE
+    from trusty_memory.common.palace_dir import SUMMARY_FILE
 
     assert store.write_summary() is True  # the first one after open
     assert store.write_summary() is False  # nothing committed since

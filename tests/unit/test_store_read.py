@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_store import SETTINGS, fake_embed, fill, remember
-from trusty_memory.protocol import ListParams, TrustyError
-from trusty_memory.workers.store import PalaceStore
-from trusty_memory.workers.store_read import ReadStore
+from trusty_memory.common.protocol import ListParams, TrustyError
+from trusty_memory.workers.store.read import ReadStore
+from trusty_memory.workers.store.write import PalaceStore
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from trusty_memory.logs import setup_logging
-from trusty_memory.workers import store_read
+from trusty_memory.common.logs import setup_logging
+from trusty_memory.workers.store import read as store_read
 from trusty_memory.workers.warm_up import warm_up
 
 

@@ -1,0 +1,75 @@
+"""``trusty-memory keys``: the CURVE key pairs of this home and the client keys it lets in
+(``common/keys.py`` does the work; a daemon on ``tcp://`` reads them)."""
+
+from __future__ import annotations
+
+from trusty_memory.client.cli.output import output
+
+
+def _home():
+    from trusty_memory.common.config import load_config
+
+    return load_config().home
+
+
+def cmd_keys_init(args) -> int:
+    from trusty_memory.common import keys
+
+    data = keys.init(_home())
+    made = ", ".join(data["created"]) or "none (both existed)"
+    text = (
+        f"keys in {data['directory']} (created: {made})\n"
+        f"server public key: {data['server']}\n"
+        f"client public key: {data['client']}"
+    )
+    output(args, data, text)
+    return 0
+
+
+def cmd_keys_show(args) -> int:
+    from trusty_memory.common import keys
+    from trusty_memory.common.protocol import ErrorCode, TrustyError
+
+    data = keys.show(_home())
+    only = "server" if args.server else "client" if args.client else None
+    if only is not None:
+        if data[only] is None:
+            raise TrustyError(
+                ErrorCode.INVALID_PARAMS, f"no {only} key: run `trusty-memory keys init` first"
+            )
+        output(args, {only: data[only]}, data[only])
+        return 0
+    text = "\n".join(
+        f"{name} public key: {key or '(none: keys init)'}" for name, key in data.items()
+    )
+    output(args, data, text)
+    return 0
+
+
+def cmd_keys_add(args) -> int:
+    from trusty_memory.common import keys
+
+    data = keys.add(_home(), args.name, args.public_key)
+    output(args, data, f"allowed {data['name']} ({data['key']})")
+    return 0
+
+
+def cmd_keys_list(args) -> int:
+    from trusty_memory.common import keys
+
+    rows = keys.listed(_home())
+    lines = [f"{r['status']:<10} {r['name']:<24} {r['key'] or r.get('error')}" for r in rows]
+    output(args, {"keys": rows}, "\n".join(lines) or "(no client keys)")
+    return 0
+
+
+def cmd_keys_revoke(args) -> int:
+    from trusty_memory.common import keys
+
+    data = keys.revoke(_home(), args.name)
+    text = (
+        f"revoked {data['name']}: new connections refused at once; a running daemon refuses"
+        " the requests of its open ones within a second"
+    )
+    output(args, data, text)
+    return 0

@@ -1,0 +1,264 @@
+"""The daemon's MCP host: the SDK, once, for every relayed ``serve`` session.
+
+Each ``serve`` an agent spawns is a small relay (``mcp/relay.py``); the MCP SDK, pydantic
+and the daemon client live here, in one process the daemon supervises like the dreamer
+(restarted if it dies; a relay then answers its in-flight requests with an error and
+reconnects). Eight sessions used to cost eight copies of the SDK.
+
+It listens on a Unix socket in the daemon's private run directory (recorded in the home's
+``daemon.json`` as ``mcp``), accepts connections from the same user only, and runs one
+SDK session per connection. A connection starts with the relay's hello line
+(``{"palace", "tools", "initialize", "initialized", "handshake_id"}``): the host creates
+the session with that ``--palace`` default and tool set and replays the client's
+handshake into it under the relay's ``handshake_id``, dropping the SDK's answers to that
+id (the relay's edge already answered the client; a client that initialises again is
+relayed the same way).
+Then JSON-RPC lines flow both ways, UTF-8, under the limits of
+``mcp_stdio.line_limits`` for this home's settings: a reply longer than a line may be is
+answered with an error naming the limit (it would otherwise be dropped by the relay), and a
+line from the relay over the request limit, or not JSON, is answered with an error for the
+id read from it; the session goes on either way.
+Every session shares one daemon client, so a session's write and its next read go through
+the same read-your-writes tracker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from trusty_memory.client.mcp.stdio import (
+    INTERNAL_ERROR,
+    READ_CHUNK,
+    LineSplitter,
+    TooLong,
+    configured_limits,
+    dump_line,
+    error_message,
+    id_key,
+    label_of,
+    reply_too_long,
+    request_too_long,
+    salvage,
+)
+
+PARENT_CHECK_S = 1.0
+
+
+class Host:
+    """Accepts relay connections and runs an SDK session for each."""
+
+    def __init__(self, config: Any, log: Any) -> None:
+        from trusty_memory.client.aio import AsyncClient
+
+        self.config = config
+        self.log = log
+        # With autostart, as every client: if the daemon dies (kill -9, a crash), calls in
+        # flight are sent again to the daemon that replaces it, started here if need be,
+        # the way each serve's own client did before the relay (writes are idempotent).
+        self.client = AsyncClient(config)
+        self.limits = configured_limits(config)
+        self.sessions = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        path = self.config.mcp_socket
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a crashed host's socket: the daemon lock makes it ours
+        self.server = await asyncio.start_unix_server(
+            self.on_connection, path=str(path), limit=READ_CHUNK
+        )
+        os.chmod(path, 0o600)
+        self.log.info("mcp host listening", socket=str(path))
+        async with self.server:
+            await stop.wait()
+        await self.client.close()
+
+    async def drain(self, stop: asyncio.Event) -> None:
+        """Our daemon died without stopping us: take no new sessions (the next daemon has
+        its own host), finish the open ones, whose calls go on against the next daemon,
+        and exit once the last relay has gone."""
+        if self.server is not None:
+            self.server.close()  # stop listening; the socket path is the next host's
+        while self.sessions:
+            await asyncio.sleep(PARENT_CHECK_S)
+        stop.set()
+
+    async def on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        if not same_user(writer.get_extra_info("socket")):
+            self.log.warning("refused a connection from another user")
+            writer.close()
+            return
+        self.sessions += 1
+        try:
+            await self.run_session(reader, writer)
+        except Exception:
+            self.log.exception("mcp session failed")
+        finally:
+            self.sessions -= 1
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def run_session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from trusty_memory.client.mcp.session import FrontEnd, SdkSession, build_server
+        from trusty_memory.common import __version__
+
+        lines = read_lines(reader, self.limits.request)
+        first = await anext(lines, b"null")
+        hello = json.loads(first) if isinstance(first, bytes | bytearray) else None
+        if not isinstance(hello, dict):
+            return
+        tools = "extended" if hello.get("tools") == "extended" else "contract"
+        front = FrontEnd(hello.get("palace"), self.log, client=self.client, tools=tools)
+        handshake_id = str(hello.get("handshake_id") or "relay-handshake")
+        waiting = Waiting()
+
+        def send(message: dict[str, Any]) -> None:
+            label = waiting.answered(message)
+            if message.get("id") == handshake_id:
+                return  # the replayed handshake: the client already has its answer
+            writer.write(self.fitted(message, label))
+
+        session = SdkSession(build_server(front, __version__), send, self.log)
+        if hello.get("initialize") is not None:
+            session.feed(
+                {"jsonrpc": "2.0", "id": handshake_id, "method": "initialize",
+                 "params": hello["initialize"]}
+            )  # fmt: skip
+        if hello.get("initialized"):
+            session.feed({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        running = asyncio.create_task(session.run())
+        front.start_background()
+        try:
+            async for line in lines:
+                message = self.parse(line, send)
+                if message is not None:
+                    waiting.asked(message)
+                    session.feed(message)
+        finally:
+            # The relay has gone (its client closed stdin and every answer it waited for
+            # came back, or it died): nobody is left to answer.
+            await session.close_input()
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await front.close()
+
+    def fitted(self, message: dict[str, Any], label: str) -> bytes:
+        """``message`` as a line, or, if it is longer than the relay reads, the error that
+        answers its request instead (the relay would drop it and wait for nothing)."""
+        data = dump_line(message)
+        size = len(data) - 1
+        if size <= self.limits.reply:
+            return data
+        self.log.warning("reply over the line limit", request=label, bytes=size)
+        if "id" not in message or "method" in message:
+            return b""  # a notification: nobody waits on it
+        return dump_line(reply_too_long(message["id"], label, self.limits.reply, size))
+
+    def parse(self, line: bytes | TooLong, send: Any) -> dict[str, Any] | None:
+        """A message from the relay, or None once a line that cannot be one is answered."""
+        if isinstance(line, TooLong):
+            self.log.warning("request over the line limit", id=line.id)
+            if line.id is not None and line.is_request:
+                send(request_too_long(line.id, self.limits.request, " (from the relay)"))
+            return None
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            found = salvage(line)
+            self.log.warning("unreadable line from the relay", id=found.id)
+            if found.id is not None and "method" in found.keys:
+                text = "the MCP host could not read this request; try again"
+                send(error_message(found.id, INTERNAL_ERROR, text))
+            return None
+        return message if isinstance(message, dict) else None
+
+
+class Waiting:
+    """The requests of one session not yet answered, by id: how an error names one."""
+
+    def __init__(self) -> None:
+        self._labels: dict[str, str] = {}
+
+    def asked(self, message: dict[str, Any]) -> None:
+        if "id" in message and "method" in message:
+            self._labels[id_key(message["id"])] = label_of(message)
+        elif message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                self._labels.pop(id_key(params["requestId"]), None)
+
+    def answered(self, message: dict[str, Any]) -> str:
+        if "id" in message and "method" not in message:
+            return self._labels.pop(id_key(message["id"]), "reply")
+        return "message"
+
+
+async def read_lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[bytes | TooLong]:
+    """The lines of a stream, each at most ``limit`` bytes; a longer one as ``TooLong``."""
+    splitter = LineSplitter(limit)
+    while chunk := await reader.read(READ_CHUNK):
+        for item in splitter.feed(chunk):
+            yield item
+    for item in splitter.end():
+        yield item
+
+
+def same_user(sock: socket.socket | None) -> bool:
+    """True if the peer of a Unix socket runs as our user (SO_PEERCRED)."""
+    if sock is None:
+        return False
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+async def main_async() -> int:
+    from trusty_memory.common.config import load_config
+    from trusty_memory.common.home import expected_parent
+    from trusty_memory.common.logs import setup_logging
+
+    log = setup_logging("mcp-host", default_level="info")
+    host = Host(load_config(), log)
+    import mcp.server.lowlevel  # noqa: F401  (the SDK, loaded before the first session)
+
+    # Start-up's objects (the SDK, pydantic's schemas) live as long as we do: out of the
+    # collector's sight, a full collection no longer stalls a session's request on them.
+    gc.collect()
+    gc.freeze()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    parent = expected_parent()
+
+    async def watch_parent() -> None:
+        while os.getppid() == parent:
+            await asyncio.sleep(PARENT_CHECK_S)
+        log.warning("daemon gone; serving the open sessions until they end", open=host.sessions)
+        await host.drain(stop)
+
+    watcher = asyncio.create_task(watch_parent())
+    await host.serve(stop)
+    watcher.cancel()
+    return 0
+
+
+def main() -> int:
+    return asyncio.run(main_async())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

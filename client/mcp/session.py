@@ -1,0 +1,237 @@
+"""MCP sessions on the official SDK: the tool handlers, and one session fed line by line.
+
+Used by the daemon's MCP host (one SDK session per relayed ``serve``) and by ``serve`` in
+direct mode (``mcp/direct.py``). :class:`FrontEnd` is what tool handlers need (the daemon
+client, the ``--palace`` default and the tool set), :func:`build_server` is the SDK's
+low-level ``Server`` with the contract's ten tools (``mcp/tools.py``), or with
+``--tools extended`` those plus ``mcp/tools_extended.py``'s and the resources of
+``mcp/resources.py``, and :class:`SdkSession` runs that server over messages handed to it
+one at a time, whatever the transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from trusty_memory.client.mcp.stdio import INTERNAL_ERROR, INVALID_REQUEST, error_message
+
+
+class FrontEnd:
+    """What the tool handlers of MCP sessions with one ``--palace`` default share: the
+    daemon client (created on first use unless one is given) and the default's creation.
+    A ``serve`` process in direct mode has one; the MCP host has one per session, all
+    with the host's single daemon client."""
+
+    def __init__(
+        self, default_palace: str | None, log: Any, client: Any = None, tools: str = "contract"
+    ) -> None:
+        self.default_palace = default_palace
+        self.log = log
+        self.tools = tools  # "contract" or "extended" (mcp/tools_extended.py)
+        self._client: Any = client
+        self._owns_client = client is None
+        self._ensure: asyncio.Task[None] | None = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            from trusty_memory.client.aio import AsyncClient
+
+            self._client = AsyncClient()
+        return self._client
+
+    async def close(self) -> None:
+        if self._ensure is not None and not self._ensure.done():
+            self._ensure.cancel()
+        if self._client is not None and self._owns_client:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+
+    def start_background(self) -> None:
+        """Get ready for the first tool call while the agent gets going: create the default
+        palace (and so start the daemon) or, without one, load the daemon client (its
+        imports and config) without connecting, so a session that calls no tool starts no
+        daemon."""
+        if self.default_palace:
+            task = self._ensure_task()
+            task.add_done_callback(self._log_ensure_failure)
+        else:
+            asyncio.get_running_loop().call_soon(self.client)
+
+    def _log_ensure_failure(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.log.warning(
+                "default palace not ready yet",
+                palace=self.default_palace,
+                error=str(task.exception()),
+            )
+
+    def _ensure_task(self) -> asyncio.Task[None]:
+        if self._ensure is None or (
+            self._ensure.done() and (self._ensure.cancelled() or self._ensure.exception())
+        ):
+            self._ensure = asyncio.create_task(self._create_default_palace())
+        return self._ensure
+
+    async def _create_default_palace(self) -> None:
+        from trusty_memory.common.protocol import ErrorCode, TrustyError
+
+        try:
+            await self.client().call("palace_create", {"name": self.default_palace})
+            self.log.info("default palace created", palace=self.default_palace)
+        except TrustyError as exc:
+            if exc.code != ErrorCode.PALACE_EXISTS:
+                raise
+
+    async def ensure_default_palace(self) -> None:
+        """Wait until the ``--palace`` default exists; a failed attempt is retried."""
+        if self.default_palace:
+            # shield: one caller giving up must not cancel the attempt the others await
+            await asyncio.shield(self._ensure_task())
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        from trusty_memory.client.mcp.tools import ToolError, call_tool
+
+        started = time.perf_counter()
+        try:
+            result = await call_tool(
+                name,
+                arguments,
+                self.client(),
+                default_palace=self.default_palace,
+                before_call=self.ensure_default_palace,
+                tools=self.tools,
+            )
+        except ToolError as exc:
+            self.log.debug("tool call failed", tool=name, error=exc.message)
+            raise
+        self.log.debug("tool call", tool=name, ms=round((time.perf_counter() - started) * 1e3, 1))
+        return result
+
+
+def build_server(front: FrontEnd, version: str) -> Any:
+    """The SDK's low-level ``Server`` with the session's tool set (and, extended, the
+    resources)."""
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+
+    from trusty_memory.client.mcp.tools import ToolError, tool_definitions
+
+    tools = [
+        types.Tool.model_validate(t) for t in tool_definitions(front.default_palace, front.tools)
+    ]
+
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            result = await front.call_tool(params.name, params.arguments)
+        except ToolError as exc:
+            raise MCPError(INTERNAL_ERROR, exc.message) from None
+        except Exception as exc:  # a bug or a broken daemon reply: say so, keep serving
+            front.log.exception("tool call failed", tool=params.name)
+            raise MCPError(INTERNAL_ERROR, f"{params.name}: internal error: {exc}") from None
+        text = json.dumps(result, ensure_ascii=False)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=result
+        )
+
+    resources: dict[str, Any] = {}
+    if front.tools == "extended":
+        from trusty_memory.client.mcp.resources import resource_handlers
+
+        resources = resource_handlers(front)
+    server = Server(
+        "trusty-memory",
+        version=version,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        **resources,
+    )
+    if front.default_palace:
+        # stdio's handshake is answered by the edge; this covers --http sessions.
+        async def add_default_palace(ctx: Any, call_next: Any) -> Any:
+            result = await call_next(ctx)
+            if ctx.method == "initialize" and isinstance(result, dict):
+                info = dict(result.get("serverInfo") or {})
+                info["default_palace"] = front.default_palace
+                result = {**result, "serverInfo": info}
+            return result
+
+        server.middleware.append(add_default_palace)
+    return server
+
+
+# --------------------------------------------------------------------------------------
+# The async main: SDK session over the edge, optional HTTP, signals.
+
+
+class SdkSession:
+    """One MCP session on the SDK: JSON-RPC dicts in, answers out through ``send``.
+
+    The stdio edge (direct mode) and each connection of the MCP host (relayed mode) feed
+    one of these. A message the SDK's models refuse gets ``-32600 Invalid Request`` naming
+    the field, rather than the SDK's silence.
+    """
+
+    def __init__(self, server: Any, send: Callable[[dict[str, Any]], None], log: Any) -> None:
+        import anyio
+        from mcp.shared.message import SessionMessage
+
+        self.server = server
+        self.send = send
+        self.log = log
+        self._to_sdk, self._sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](
+            math.inf
+        )
+        self._sdk_out, self._from_sdk = anyio.create_memory_object_stream[SessionMessage](math.inf)
+
+    def feed(self, message: dict[str, Any]) -> None:
+        """Hand one client message to the SDK (on the event loop's thread, in order)."""
+        import anyio
+        import mcp.types as types
+        from mcp.shared.message import SessionMessage
+        from pydantic import ValidationError
+
+        try:
+            parsed = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+        except ValidationError as exc:
+            if "id" in message:
+                detail = exc.errors()[0]
+                where = ".".join(str(x) for x in detail.get("loc", ()))
+                text = f"Invalid Request: {where}: {detail['msg']}"
+                self.send(error_message(message["id"], INVALID_REQUEST, text))
+            return
+        with contextlib.suppress(anyio.ClosedResourceError):
+            self._to_sdk.send_nowait(SessionMessage(parsed))
+
+    async def close_input(self) -> None:
+        await self._to_sdk.aclose()
+
+    async def run(self) -> None:
+        """Serve until the input is closed and the SDK has finished."""
+
+        async def pump_out() -> None:
+            async for session_message in self._from_sdk:
+                try:
+                    self.send(
+                        session_message.message.model_dump(
+                            mode="json", by_alias=True, exclude_unset=True
+                        )
+                    )
+                except Exception:  # one bad message must not silence every later answer
+                    self.log.exception("could not send a message to the client")
+
+        async def run_sdk() -> None:
+            await self.server.run(
+                self._sdk_in, self._sdk_out, self.server.create_initialization_options()
+            )
+
+        await asyncio.gather(run_sdk(), pump_out())

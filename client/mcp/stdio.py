@@ -1,0 +1,762 @@
+"""The stdio edge of ``trusty-memory serve``: framing, the handshake, and contract fixes.
+
+Everything MCP goes through the official SDK, except what happens at this edge, where the
+SDK and the contract (seeds/000) disagree or where start-up time matters:
+
+* **Framing.** One JSON object per line, UTF-8. A line that is not valid UTF-8 or JSON gets
+  ``-32700 Parse error: …`` with ``id: null`` and reading goes on (the SDK's stdio transport
+  answers nothing). A JSON array is a batch, which the contract does not support: it gets
+  ``-32600`` and none of it is processed.
+* **Line limits.** Every hop (stdin, relay -> host, host -> relay, stdout) reads and writes
+  lines under limits derived from the largest legal message (:func:`line_limits`). A line
+  over one is never held: it is skipped, its top-level ``id`` read on the way
+  (:class:`IdScanner`), and the side that drops it answers that id with an error naming
+  the limit, so no request is left without an answer.
+* **Methods.** The contract recognises only ``initialize``, ``ping``, ``tools/list``,
+  ``tools/call`` and the two notifications; any other request gets ``-32601 Method not
+  found: <method>`` (the SDK says ``Method not found`` and puts the method in ``data``).
+  Notifications never get an answer.
+* **The handshake.** ``initialize`` is answered *here*, at once, with the contract's
+  ``serverInfo`` (``default_palace`` only with ``--palace``), and then also handed to the
+  SDK, whose own reply is dropped. Importing the SDK costs about a second (pydantic
+  models for every protocol revision); answering the handshake before that is what keeps
+  spawn -> ``initialize`` near 100 ms, and agents time out slow servers.
+
+This module imports only the standard library, so it can start serving before anything
+heavy is loaded. Threads, not asyncio: a blocking reader thread answers the handshake
+while the main thread is still importing the SDK, and a writer thread keeps a slow
+client from ever blocking the event loop.
+
+The edge also claims fds 0 and 1: the wire moves to private duplicates and fd 1 points
+at stderr, so a stray ``print`` (ours or a library's) can never corrupt the JSON-RPC
+stream, and fd 0 reads ``/dev/null`` so child processes never steal our input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+# The handshake revisions the SDK serves (mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS,
+# kept in step by a test). Copied, because importing mcp_types costs ~250 ms.
+HANDSHAKE_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
+
+# The methods the contract recognises (seeds/000, section 6).
+REQUEST_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call"})
+# ``serve --tools extended`` serves palaces and drawers as MCP resources too.
+RESOURCE_METHODS = frozenset({"resources/list", "resources/read", "resources/templates/list"})
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+CONNECTION_CLOSED = -32000  # the SDK's answer to calls cut off by shutdown
+
+SERVER_NAME = "trusty-memory"
+
+EOF = object()  # handed to the sink when stdin closes
+
+Sink = Callable[[Any], None]  # receives a message dict, or EOF; called from the reader thread
+
+
+def id_key(rid: Any) -> str:
+    # 1 and "1" are different JSON-RPC ids; their JSON spellings keep them apart.
+    return json.dumps(rid)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def negotiate_version(requested: Any) -> str:
+    """The client's protocol version if we serve it, else our latest (the SDK's rule)."""
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def initialize_result(
+    requested_version: Any, version: str, default_palace: str | None, extended: bool = False
+) -> dict:
+    """The contract's ``initialize`` result (with the extended tools, resources too)."""
+    server_info: dict[str, Any] = {"name": SERVER_NAME, "version": version}
+    if default_palace:
+        server_info["default_palace"] = default_palace
+    capabilities: dict[str, Any] = {"tools": {}}
+    if extended:
+        capabilities["resources"] = {}
+    return {
+        "protocolVersion": negotiate_version(requested_version),
+        "capabilities": capabilities,
+        "serverInfo": server_info,
+    }
+
+
+def _tools_call_problem(params: Any) -> str | None:
+    """What is wrong with a ``tools/call``'s name or arguments, in the contract's words.
+
+    The SDK would answer ``-32602 Invalid request parameters`` without naming the cause;
+    the contract reports every failure to dispatch a tool as ``-32603`` with one.
+    """
+    if not isinstance(params, dict):
+        return None  # not JSON-RPC at all: the SDK's -32600 Invalid Request
+    name = params.get("name")
+    if name is None:
+        return "tools/call: missing 'name'"
+    if not isinstance(name, str):
+        return "tools/call: 'name' must be a string"
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return f"{name}: 'arguments' must be an object"
+    return None
+
+
+def error_message(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def label_of(message: dict[str, Any]) -> str:
+    """How an error names a request: the tool for ``tools/call``, else the method."""
+    params = message.get("params")
+    if message.get("method") == "tools/call" and isinstance(params, dict):
+        return str(params.get("name"))
+    return str(message.get("method"))
+
+
+def dump_line(message: dict[str, Any]) -> bytes:
+    """One message as a line of UTF-8 JSON, the shortest spelling: an emoji is 4 bytes, not
+    the 12 of ``\\ud83d\\ude00``. A string with a lone surrogate (valid JSON, not
+    encodable UTF-8) makes the message go out ASCII-escaped, still valid JSON for the
+    same string."""
+    try:
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        return line.encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(message, separators=(",", ":")) + "\n").encode("ascii")
+
+
+# --------------------------------------------------------------------------------------
+# Line limits: derived from the largest legal message, in one place, for every hop.
+
+# The settings the limits follow, at their defaults (``[palace] max_text_bytes`` and
+# ``max_top_k``; copied, because the edge starts before any config is read; a test keeps
+# them in step).
+DEFAULT_MAX_TEXT_BYTES = 64 * 1024
+DEFAULT_MAX_TOP_K = 1000
+# The most drawers one reply carries besides recall's ``top_k``: the workers' caps on
+# memory_list, memory_search and archive_list (LIST_LIMIT_MAX, SEARCH_LIMIT_MAX,
+# ARCHIVE_LIMIT_MAX; kept in step by a test).
+MAX_LISTED = 1000
+# The most bytes one byte of text takes in a JSON string: a control character, ``\u0001``.
+ESCAPED_BYTES = 6
+# A tool's result is in its reply twice: as ``structuredContent`` (6 bytes a byte, as
+# above) and as the JSON text of ``content[0]``, a string in the line, where that escape is
+# escaped once more (``\\u0001``, 7).
+REPLY_BYTES_PER_TEXT_BYTE = 2 * ESCAPED_BYTES + 1
+# A result's fields beside its text (id, room, tags, times, score), counted as text: well
+# above what an agent attaches. A drawer with more makes a longer reply, which is then
+# answered with an error naming the limit (tags have no bound of their own here).
+RESULT_FIELDS_BYTES = 16 * 1024
+# What a request may carry besides its one text (a drawer's text, a recall's query): tags,
+# a room, a fact's fields, none bounded by a setting here. It was the one line limit before
+# the limits were derived, so no request accepted then is refused now.
+FREE_STRINGS_BYTES = 16 * 2**20
+ENVELOPE_BYTES = 2**20  # the JSON-RPC around it all, and room to spare
+
+
+class LineLimits(NamedTuple):
+    """The longest line, in bytes without its newline, each way."""
+
+    request: int  # client -> server: stdin, relay -> host
+    reply: int  # server -> client: host -> relay, stdout
+
+
+def line_limits(
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES, max_top_k: int = DEFAULT_MAX_TOP_K
+) -> LineLimits:
+    """The limits that let the largest legal message through, every byte escaped its worst.
+
+    With the defaults: a request of 18.2 MB (one text of 64 KiB as ``\\u0001``s, plus
+    the free strings), a reply of 1.07 GB (1,000 drawers and the query a recall echoes,
+    each 64 KiB of text and 16 KiB of fields, at 13 bytes a byte). A limit is a ceiling,
+    not an allocation: a line costs what it holds.
+    """
+    request = max_text_bytes * ESCAPED_BYTES + FREE_STRINGS_BYTES + ENVELOPE_BYTES
+    texts = max(MAX_LISTED, max_top_k) + 1
+    results = texts * (max_text_bytes + RESULT_FIELDS_BYTES) * REPLY_BYTES_PER_TEXT_BYTE
+    # A reply may echo its request (an unknown method's name): never less than one.
+    return LineLimits(request, max(results, request) + ENVELOPE_BYTES)
+
+
+DEFAULT_LIMITS = line_limits()
+MAX_LINE_BYTES = DEFAULT_LIMITS.request  # a request line's limit with the default settings
+
+
+def configured_limits(config: Any = None) -> LineLimits:
+    """The limits for this home's settings (``config``, else loaded now), with
+    ``[mcp] max_reply_bytes`` (``TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES``) over the reply's;
+    the defaults' if the settings cannot be read (their own error surfaces where they are
+    needed)."""
+    try:
+        if config is None:
+            from trusty_memory.common.config import load_config
+
+            config = load_config()
+        limits = line_limits(config.palace.max_text_bytes, config.palace.max_top_k)
+        if config.mcp.max_reply_bytes > 0:
+            limits = limits._replace(reply=config.mcp.max_reply_bytes)
+    except Exception:
+        limits = DEFAULT_LIMITS
+    return limits
+
+
+def reply_too_long(rid: Any, label: str, limit: int, size: int | None = None) -> dict[str, Any]:
+    """The error that answers a request whose reply did not fit in a line."""
+    what = f"the reply is {size} bytes," if size is not None else "the reply is"
+    return error_message(
+        rid,
+        INTERNAL_ERROR,
+        f"{label}: {what} longer than a line may be ({limit} bytes); ask for fewer results"
+        " (a smaller limit or top_k)",
+    )
+
+
+def request_too_long(rid: Any, limit: int, where: str = "") -> dict[str, Any]:
+    """The error that answers a request line over the limit (``id: null`` if it had none)."""
+    return error_message(rid, PARSE_ERROR, f"Parse error: line longer than {limit} bytes{where}")
+
+
+# --------------------------------------------------------------------------------------
+# Reading lines under a limit, and what a line too long to parse still tells.
+
+READ_CHUNK = 2**16  # per read: big lines take more reads; small ones stay cheap
+_STRUCTURAL = re.compile(rb'["{}\[\],:]')
+_ROLE_KEYS = frozenset({"method", "result", "error"})
+
+
+class IdScanner:
+    """Reads a JSON-RPC object's top-level ``id`` (and whether it has a ``method``, a
+    ``result`` or an ``error``) from a line fed a chunk at a time, holding none of it.
+
+    What lets a side that drops a line answer it: the id may come first (the SDK's order)
+    or last, so the whole line is scanned. Strings are skipped with ``bytes.find`` (C
+    speed, however long); the structure between them costs a Python step per character,
+    so a pathological line (a million brackets) stops being scanned after ``MAX_STEPS``
+    and keeps what it found by then.
+    """
+
+    MAX_STEPS = 1_000_000
+    MAX_CAPTURE = 4096  # a key or an id longer than this is not worth keeping
+
+    def __init__(self) -> None:
+        self.id: Any = None  # the last valid top-level id (a string or an integer)
+        self.keys: set[str] = set()  # which of method, result and error it has
+        self._steps = 0
+        self._depth = 0
+        self._object = False  # the top level is an object
+        self._in_string = False
+        self._backslashes = 0  # a run of them ending the last chunk inside a string
+        self._want_key = False
+        self._key: str | None = None  # the top-level key whose value comes next
+        self._capturing = ""  # "key" or "id": what _capture holds, at the top level
+        self._capture: bytearray | None = None
+
+    @property
+    def answerable(self) -> bool:
+        """Known to be a request or a response with an id (it may still change: a second
+        ``id`` later in the line would win, as in ``json.loads``)."""
+        return self.id is not None and bool(self.keys)
+
+    def feed(self, data: bytes, start: int = 0, end: int | None = None) -> None:
+        pos, end = start, len(data) if end is None else end
+        while pos < end and self._steps < self.MAX_STEPS:
+            self._steps += 1
+            step = self._string if self._in_string else self._structure
+            pos = step(data, pos, end)
+
+    def _string(self, data: bytes, pos: int, end: int) -> int:
+        quote = data.find(b'"', pos, end)
+        stop = end if quote < 0 else quote
+        run = 0  # the backslashes just before stop
+        if stop > pos and data[stop - 1] == 0x5C:
+            run = stop - pos - len(data[pos:stop].rstrip(b"\\"))
+        if run == stop - pos:
+            run += self._backslashes  # the run began in an earlier chunk
+        if quote < 0:
+            self._keep(data, pos, end)
+            self._backslashes = run
+            return end
+        self._backslashes = 0
+        self._keep(data, pos, quote + 1)
+        if run % 2 == 0:  # not escaped: the string ends
+            self._in_string = False
+            if self._capturing == "key":
+                self._key = self._decoded()
+                if self._key in _ROLE_KEYS:
+                    self.keys.add(self._key)
+                self._capturing, self._capture = "", None
+        return quote + 1
+
+    def _structure(self, data: bytes, pos: int, end: int) -> int:
+        found = _STRUCTURAL.search(data, pos, end)
+        stop = end if found is None else found.start()
+        if self._capturing == "id":
+            self._keep(data, pos, stop)
+        if found is None:
+            return end
+        char = data[stop : stop + 1]
+        top = self._depth == 1 and self._object
+        if char == b'"':
+            self._in_string = True
+            if top and self._want_key:
+                self._capturing, self._capture = "key", bytearray()
+            self._keep(data, stop, stop + 1)
+        elif char in (b"{", b"["):
+            if top and self._capturing == "id":
+                self._capturing, self._capture = "", None  # an object is no id
+            self._depth += 1
+            if self._depth == 1:
+                self._object = self._want_key = char == b"{"
+        elif char in (b"}", b"]"):
+            if top:
+                self._value_end()
+            self._depth = max(0, self._depth - 1)
+        elif char == b",":
+            if top:
+                self._value_end()
+                self._want_key = True
+        elif top:  # ":"
+            self._want_key = False
+            if self._key == "id":
+                self._capturing, self._capture = "id", bytearray()
+        return stop + 1
+
+    def _keep(self, data: bytes, start: int, end: int) -> None:
+        if self._capture is not None:
+            if len(self._capture) + end - start > self.MAX_CAPTURE:
+                self._capture = None
+            else:
+                self._capture += data[start:end]
+
+    def _decoded(self) -> Any:
+        try:
+            return json.loads(self._capture) if self._capture else None
+        except ValueError:
+            return None
+
+    def _value_end(self) -> None:
+        if self._capturing == "id":
+            value = self._decoded()
+            valid = isinstance(value, str | int) and not isinstance(value, bool)
+            self.id = value if valid else None
+        self._capturing, self._capture, self._key = "", None, None
+
+
+def salvage(line: bytes) -> IdScanner:
+    """What an unparseable line still tells (its id, whether it is a request)."""
+    scanner = IdScanner()
+    scanner.feed(line)
+    return scanner
+
+
+class TooLong(NamedTuple):
+    """A line over the limit, dropped unread: what it said of itself."""
+
+    id: Any  # its top-level id, if one could be read; else None
+    keys: frozenset[str]  # which of method, result and error it has (all that could be read)
+
+    @property
+    def is_request(self) -> bool:
+        return "method" in self.keys
+
+
+class LineSplitter:
+    """Splits a byte stream into lines of at most ``limit`` bytes (newline not counted).
+
+    Sans I/O, so the edge's blocking reads, the relay's socket and the host's asyncio
+    stream split the same way. ``feed`` returns the lines completed (each ending in
+    ``\\n``) and, for each line over the limit, one :class:`TooLong`: as soon as its id
+    and role are known (a client that never ends the line is still answered), else when
+    it ends. Such a line is scanned as it passes, never held: memory stays within a
+    line's limit whatever a peer sends.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        self._skipping = False  # inside a line over the limit
+        self._scanner: IdScanner | None = None  # ... whose TooLong is still to come
+
+    def feed(self, data: bytes) -> list[bytes | TooLong]:
+        out: list[bytes | TooLong] = []
+        pos, size = 0, len(data)
+        while pos < size:
+            newline = data.find(b"\n", pos)
+            end = size if newline < 0 else newline + 1
+            text_end = end - (newline >= 0)  # the line's bytes without its newline
+            if not self._skipping and len(self._buf) + text_end - pos > self.limit:
+                self._skipping, self._scanner = True, IdScanner()
+                self._scanner.feed(self._buf)
+                self._buf = bytearray()
+            if self._skipping:
+                self._scan(data, pos, end, out)
+                if newline >= 0:
+                    self._finish(out)
+            else:
+                self._buf += data[pos:end]
+                if newline >= 0:
+                    out.append(self._take())
+            pos = end
+        return out
+
+    def end(self) -> list[bytes | TooLong]:
+        """At the end of the stream: a last line without its newline, or its TooLong."""
+        out: list[bytes | TooLong] = []
+        if self._skipping:
+            self._finish(out)
+        elif self._buf:
+            out.append(self._take())
+        return out
+
+    def _scan(self, data: bytes, start: int, end: int, out: list[bytes | TooLong]) -> None:
+        if self._scanner is None:
+            return  # answered already: only the newline matters
+        self._scanner.feed(data, start, end)
+        if self._scanner.answerable:
+            self._emit(out)
+
+    def _finish(self, out: list[bytes | TooLong]) -> None:
+        if self._scanner is not None:
+            self._emit(out)
+        self._skipping = False
+
+    def _emit(self, out: list[bytes | TooLong]) -> None:
+        assert self._scanner is not None
+        out.append(TooLong(self._scanner.id, frozenset(self._scanner.keys)))
+        self._scanner = None
+
+    def _take(self) -> bytes:
+        line, self._buf = self._buf, bytearray()
+        return line  # a bytearray: json.loads and decode take it without a copy
+
+
+class StdioEdge:
+    """Reads JSON-RPC lines from stdin, writes them to stdout, and fixes what the SDK
+    does differently from the contract. The SDK side plugs in with :meth:`attach`
+    (inbound) and :meth:`emit` (outbound).
+
+    Messages that arrive before :meth:`attach` are kept and replayed in order, so a
+    client may pipeline ``tools/list`` behind ``initialize`` while the SDK loads.
+
+    ``limits`` bound stdin's lines (``request``) and the answers :meth:`emit` writes
+    (``reply``); by default they follow this home's settings, read when :meth:`start`
+    claims the fds.
+    """
+
+    def __init__(
+        self,
+        *,
+        version: str,
+        default_palace: str | None = None,
+        extended: bool = False,
+        stdin_fd: int = 0,
+        stdout_fd: int = 1,
+        log: Callable[[str, dict[str, Any]], None] | None = None,
+        limits: LineLimits | None = None,
+    ) -> None:
+        self.version = version
+        self.default_palace = default_palace
+        self.extended = extended
+        self.methods = REQUEST_METHODS | (RESOURCE_METHODS if extended else frozenset())
+        self._stdin_fd = stdin_fd
+        self._stdout_fd = stdout_fd
+        self.log = log or (lambda event, fields: None)
+        # Reentrant: attach() replays waiting messages to the sink under the lock (so they
+        # keep their order), and a sink may answer one at once through emit().
+        self._lock = threading.RLock()
+        self._sink: Sink | None = None
+        self._pending: list[Any] = []  # messages (and EOF) waiting for attach()
+        self._inflight: dict[str, str] = {}  # id -> label, forwarded to the SDK, unanswered
+        self._configured = limits is not None
+        self.limits = limits or DEFAULT_LIMITS
+        self._suppress: set[str] = set()  # initialize ids whose SDK reply we drop
+        self._reading = True
+        self._out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._in_fd = -1
+        self._out_fd = -1
+        self.broken = False  # stdout went away
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Claim the std fds and start the reader and writer threads."""
+        if not self._configured:
+            self.limits = configured_limits()
+        self._in_fd = os.dup(self._stdin_fd)
+        self._out_fd = os.dup(self._stdout_fd)
+        if self._stdin_fd == 0 and self._stdout_fd == 1:
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.close(devnull)
+            os.dup2(2, 1)
+        self._writer = threading.Thread(target=self._write_loop, name="mcp-stdout", daemon=True)
+        self._writer.start()
+        threading.Thread(target=self._read_loop, name="mcp-stdin", daemon=True).start()
+
+    def stop_reading(self) -> None:
+        """Ignore stdin from now on (shutdown); lines not yet forwarded are dropped."""
+        with self._lock:
+            self._reading = False
+            self._pending = [m for m in self._pending if m is EOF]
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Flush what is queued for stdout and stop the writer."""
+        self._out.put(None)
+        if self._writer is not None:
+            self._writer.join(timeout)
+
+    def attach(self, sink: Sink) -> None:
+        """Start handing messages to ``sink``, first replaying those that waited."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            for msg in pending:
+                sink(msg)
+            self._sink = sink
+
+    # -- in-flight requests ------------------------------------------------------------
+
+    def inflight(self) -> int:
+        with self._lock:
+            return len(self._inflight)
+
+    def forget(self, rid: Any) -> None:
+        """A request that will never be answered through :meth:`emit`."""
+        with self._lock:
+            self._inflight.pop(id_key(rid), None)
+
+    def handshake_stays_here(self, rid: Any) -> None:
+        """The ``initialize`` with this id goes to no SDK (the relay replays the handshake
+        under its own id), so no reply of that id is to be dropped."""
+        with self._lock:
+            self._suppress.discard(id_key(rid))
+
+    # -- output ------------------------------------------------------------------------
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Queue one message for stdout (thread-safe, never blocks, never raises).
+
+        A string echoed back from the client may hold a lone surrogate (``"\\ud800"`` is
+        valid JSON but not encodable UTF-8); such a message goes out ASCII-escaped, which
+        is still valid JSON and round-trips the same string.
+        """
+        self._out.put(dump_line(message))
+
+    def emit(self, message: dict[str, Any]) -> None:
+        """A message from the SDK on its way to stdout: drop the SDK's own ``initialize``
+        reply, spell ``Method not found`` the contract's way, settle in-flight ids, and
+        answer with an error a reply longer than a line may be."""
+        label = "reply"
+        if "id" in message and ("result" in message or "error" in message):
+            key = id_key(message["id"])
+            with self._lock:
+                if key in self._suppress:
+                    self._suppress.discard(key)
+                    return
+                label = self._inflight.pop(key, label)
+            error = message.get("error")
+            if isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND:
+                data = error.pop("data", None)
+                if error.get("message") == "Method not found" and isinstance(data, str):
+                    error["message"] = f"Method not found: {data}"
+            elif isinstance(error, dict) and error.get("code") == CONNECTION_CLOSED:
+                # A call still running when shutdown closed the session: the contract
+                # knows only -32603 for a tool that could not finish.
+                error.pop("data", None)
+                error.update(code=INTERNAL_ERROR, message="server shutting down")
+        data = dump_line(message)
+        if len(data) - 1 > self.limits.reply:
+            self.log("reply over the line limit", {"bytes": len(data) - 1, "request": label})
+            if "id" not in message or "method" in message:
+                return  # a notification or a request of ours: nobody waits on it
+            data = dump_line(reply_too_long(message["id"], label, self.limits.reply, len(data) - 1))
+        self._out.put(data)
+
+    def _write_loop(self) -> None:
+        while (chunk := self._out.get()) is not None:
+            if self.broken:
+                continue
+            try:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(self._out_fd, view) :]
+            except OSError as exc:  # the client closed our stdout: nobody is listening
+                self.broken = True
+                self.log("stdout closed", {"error": str(exc)})
+                self._deliver(EOF)
+
+    # -- input -------------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        splitter = LineSplitter(self.limits.request)
+        while True:
+            try:
+                chunk = os.read(self._in_fd, READ_CHUNK)
+            except OSError as exc:
+                self.log("stdin failed", {"error": str(exc)})
+                chunk = b""
+            for item in splitter.feed(chunk) if chunk else splitter.end():
+                self._read_one(item)
+            if not chunk:
+                break
+        self._deliver(EOF)
+
+    def _read_one(self, item: bytes | TooLong) -> None:
+        if isinstance(item, TooLong):
+            # Answered even while shutting down, as every bad line is: with the request's
+            # id when the line had one (and was a request), else with id null.
+            rid = item.id if item.is_request else None
+            self.send(request_too_long(rid, self.limits.request))
+            return
+        if not self._reading:
+            return
+        line = item.strip()
+        if not line:
+            return
+        try:
+            self.handle_line(line)
+        except Exception as exc:  # a bug must not end the reading: log, go on
+            self.log("stdin line failed", {"error": repr(exc)})
+
+    def handle_line(self, line: bytes) -> None:
+        """Decode one line and route it (public for tests)."""
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.send(error_message(None, PARSE_ERROR, f"Parse error: invalid UTF-8: {exc}"))
+            return
+        try:
+            message = json.loads(text, parse_constant=_reject_constant)
+        except ValueError as exc:
+            self.send(error_message(None, PARSE_ERROR, f"Parse error: {exc}"))
+            return
+        except RecursionError:
+            self.send(error_message(None, PARSE_ERROR, "Parse error: nested too deeply"))
+            return
+        if isinstance(message, list):
+            self.send(
+                error_message(
+                    None, INVALID_REQUEST, "Invalid Request: batch requests are not supported"
+                )
+            )
+            return
+        if not isinstance(message, dict):
+            self.send(
+                error_message(None, INVALID_REQUEST, "Invalid Request: expected a JSON object")
+            )
+            return
+        self._route(message)
+
+    def _route(self, message: dict[str, Any]) -> None:
+        has_id = "id" in message
+        rid = message.get("id")
+        method = message.get("method")
+        if has_id and (isinstance(rid, bool) or not isinstance(rid, str | int)):
+            self.send(
+                error_message(
+                    None, INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
+                )
+            )
+            return
+        if message.get("jsonrpc") != "2.0":
+            if has_id:
+                self.send(
+                    error_message(
+                        rid, INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\""
+                    )
+                )
+            return
+        if method is None:
+            if has_id and ("result" in message or "error" in message):
+                self._deliver(message)  # the client answering a server request
+            elif has_id:
+                self.send(error_message(rid, INVALID_REQUEST, "Invalid Request: no 'method'"))
+            return
+        if not isinstance(method, str):
+            if has_id:
+                self.send(
+                    error_message(
+                        rid, INVALID_REQUEST, "Invalid Request: 'method' must be a string"
+                    )
+                )
+            return
+        if not has_id:
+            if method == "notifications/cancelled":
+                params = message.get("params")
+                if isinstance(params, dict) and "requestId" in params:
+                    self.forget(params["requestId"])  # a cancelled request gets no answer
+            self._deliver(message)  # the SDK ignores notifications it does not know
+            return
+        if method not in self.methods:
+            self.send(error_message(rid, METHOD_NOT_FOUND, f"Method not found: {method}"))
+            return
+        if method == "tools/call" and (problem := _tools_call_problem(message.get("params"))):
+            self.send(error_message(rid, INTERNAL_ERROR, problem))
+            return
+        if method == "initialize":
+            params = message.get("params")
+            if not isinstance(params, dict) or not isinstance(params.get("protocolVersion"), str):
+                self.send(
+                    error_message(
+                        rid,
+                        INVALID_PARAMS,
+                        "Invalid params: initialize needs a 'protocolVersion' string",
+                    )
+                )
+                return
+            result = initialize_result(
+                params["protocolVersion"], self.version, self.default_palace, self.extended
+            )
+            self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+            with self._lock:
+                self._suppress.add(id_key(rid))
+        else:
+            with self._lock:
+                self._inflight[id_key(rid)] = label_of(message)
+        self._deliver(message)
+
+    def _deliver(self, message: Any) -> None:
+        with self._lock:
+            if message is not EOF and not self._reading:
+                return
+            if self._sink is None:
+                self._pending.append(message)
+                return
+            sink = self._sink
+        sink(message)
+
+
+# --------------------------------------------------------------------------------------
+# Shutdown timing, the same in relay and direct mode.
+
+GRACE_S = 1.5  # in-flight calls get this long after SIGTERM/SIGINT; the contract allows 2 s
+HARD_EXIT_S = 1.9  # after a signal, exit 0 by then whatever is still running (a stuck thread)
+EOF_DRAIN_S = 120.0  # after stdin EOF, requests already read may still finish (model loads)
+
+
+def exit_after(seconds: float, edge: StdioEdge) -> None:
+    """Exit 0 after ``seconds`` even if some thread (a daemon start-up, a blocked call)
+    would hold the interpreter: the contract promises exit within 2 s of a signal."""
+
+    def hard_exit() -> None:
+        edge.close(timeout=0.05)
+        os._exit(0)
+
+    timer = threading.Timer(seconds, hard_exit)
+    timer.daemon = True
+    timer.start()

@@ -1,0 +1,132 @@
+"""Embedder worker: holds the model and embeds texts for every palace.
+
+Each loop turn drains all waiting ``embed`` requests (from any number of palace workers)
+and runs them through the model as one batch, which is where throughput under many
+concurrent sessions comes from. Vectors are cached by a hash of the text, so re-embedding
+the same query or a retried write costs a dictionary lookup.
+
+The model is loaded before the worker says READY: the broker keeps embed requests queued
+until then, and a half-loaded embedder is never handed work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.logs import setup_logging
+from trusty_memory.workers.base import Job, Reply, Worker
+from trusty_memory.workers.embedder.embedding import make_embedder
+
+
+class VectorCache:
+    """A bounded LRU of text hash -> vector."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.items: OrderedDict[bytes, np.ndarray] = OrderedDict()
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def get(self, key: bytes) -> np.ndarray | None:
+        vec = self.items.get(key)
+        if vec is not None:
+            self.items.move_to_end(key)
+        return vec
+
+    def put(self, key: bytes, vec: np.ndarray) -> None:
+        self.items[key] = vec
+        self.items.move_to_end(key)
+        while len(self.items) > self.capacity:
+            self.items.popitem(last=False)
+
+
+class EmbedderWorker(Worker):
+    service = p.EMBEDDER_SERVICE
+    role = "embedder"
+
+    def __init__(self, config: Config, log) -> None:
+        super().__init__(config, log)
+        settings = config.embedder
+        cache_root = Path(settings.compiled_dir).expanduser() if settings.compiled_dir else None
+        self.model = make_embedder(
+            settings.model, settings.threads, settings.compiled, cache_root, log
+        )
+        self.cache = VectorCache(settings.cache_entries)
+        self.batch_max = settings.batch_max
+
+    def run(self) -> int:
+        started = time.monotonic()
+        self.model.load()
+        self.log.info(
+            "model loaded",
+            model=self.model.name,
+            serving=getattr(self.model, "mode", "n/a"),
+            seconds=round(time.monotonic() - started, 2),
+        )
+        return super().run()
+
+    def handle_batch(self, jobs: list[Job]) -> list[Reply]:
+        replies: list[Reply] = []
+        wanted: list[tuple[Job, list[bytes]]] = []
+        missing: dict[bytes, str] = {}
+        found: dict[bytes, np.ndarray] = {}
+        for job in jobs:
+            try:
+                if job.request.method != "embed":
+                    raise p.TrustyError(
+                        p.ErrorCode.UNKNOWN_METHOD,
+                        f"embedder: unknown method: {job.request.method}",
+                    )
+                params: p.EmbedParams = p.decode_params("embed", job.request.params)
+            except p.TrustyError as exc:
+                replies.append(Reply(job.client, job.request.id, _error(job, exc)))
+                continue
+            keys = [self.cache.key(t) for t in params.texts]
+            for key, text in zip(keys, params.texts, strict=True):
+                vec = self.cache.get(key)
+                if vec is None:
+                    missing[key] = text
+                else:
+                    found[key] = vec
+            wanted.append((job, keys))
+        if missing:
+            try:
+                vectors = self.model.encode(list(missing.values()))
+            except Exception as exc:  # the model failing must not take the worker down
+                self.log.error("embedding failed", error=repr(exc))
+                err = p.TrustyError(p.ErrorCode.EMBEDDING_FAILED, f"embedding failed: {exc!r}")
+                return replies + [Reply(j.client, j.request.id, _error(j, err)) for j, _ in wanted]
+            for key, vec in zip(missing, vectors, strict=True):
+                self.cache.put(key, vec)
+                found[key] = vec
+        for job, keys in wanted:
+            block = np.stack([found[k] for k in keys]) if keys else np.zeros((0, 0))
+            result = p.EmbedResult(vectors=block.astype(np.float32).tobytes(), dim=self.model.dim)
+            replies.append(Reply(job.client, job.request.id, p.ok_response(job.request.id, result)))
+        return replies
+
+
+def _error(job: Job, exc: p.TrustyError) -> bytes:
+    return p.error_response(job.request.id, exc.code, exc.message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="trusty-memory-embedder").parse_args(argv)
+    config = load_config()
+    log = setup_logging("embedder", default_level="info")
+    return EmbedderWorker(config, log).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

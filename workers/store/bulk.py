@@ -1,0 +1,375 @@
+"""Bulk import and export of one palace, run inside its writer process.
+
+``palace_import`` stores a batch of drawers and KG triples exactly as given (drawer id,
+``created_at``, hits, metadata, vector) in ONE SQLite transaction: every item is checked
+before anything is written, so a bad item fails the whole batch and stores nothing. A
+drawer id that is already in the palace (or repeats within the batch) is skipped, and an
+identical triple too, so re-importing a file is a no-op. Drawers that come without a
+vector are embedded through the embedder pool; those that bring one skip embedding. A
+drawer's episode-predecessor words (``drawers.context``) are stored as the line gives
+them (an export's, even null); a drawer without them gets them by the palace's own rule.
+
+``palace_export`` pages through the palace by cursor (drawer label, triple id), so the
+client can stream a palace of any size without either side holding it in memory.
+
+Index and snapshots: after the commit the vector index catches up from the change log, as
+for any write (``PalaceStore.catch_up``). Unlike ``memory_remember``, an import does NOT
+snapshot the index as it goes: a snapshot rewrites the whole index file, and doing that
+every ``index_save_every`` drawers makes a large import quadratic. The snapshot is taken
+when the worker next idles or stops; a crash before then costs a replay of the change log
+on the next open, never data.
+
+The validation helpers (``check_drawer``, ``check_triple``, ``vector_from``) are shared
+with the client (``client/bulk.py``), which runs them on every JSON line before sending a
+batch, so both ends agree on what a valid line is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+
+from trusty_memory.common import names
+from trusty_memory.common import protocol as p
+from trusty_memory.workers.store import context
+from trusty_memory.workers.store import ranking as retrieval
+from trusty_memory.workers.store import values as v
+
+if TYPE_CHECKING:
+    from trusty_memory.workers.store.write import PalaceStore
+
+EXPORT_LIMIT_MAX = 5000
+EMBED_CHUNK = 256  # texts per embedder call: one forward pass batch, bounded latency
+# A vector this close to unit length is stored byte for byte as given (so an export
+# round-trips exactly); anything further off is normalised.
+UNIT_TOLERANCE = 1e-4
+
+Embed = Callable[[list[str]], np.ndarray]
+
+
+@dataclass
+class CheckedDrawer:
+    """A drawer that passed every check, in the form it is stored."""
+
+    id: str
+    content: str
+    room: str
+    tags: list[str]
+    importance: float
+    created_at: str
+    hits: int
+    metadata: str | None
+    vector: bytes | None  # little-endian float32, unit length; None: embed ``content``
+    own_vector: bytes | None = None  # the drawer's own, when ``vector`` is a context mix
+    context: str | None = None  # its episode predecessor's words
+    context_given: bool = False  # as an export wrote them; else the palace's rule sets them
+
+
+@dataclass
+class CheckedTriple:
+    subject: str
+    predicate: str
+    object: str
+    valid_from: str
+    valid_to: str | None
+    confidence: float
+    provenance: str | None
+
+
+# -- checks (shared with the client) -------------------------------------------------
+
+
+def vector_from(value: object, dim: int) -> bytes:
+    """A unit float32 vector as little-endian bytes, from raw bytes or a list of numbers.
+
+    Raises ``INVALID_PARAMS`` naming the problem: wrong dimension, not finite, zero.
+    """
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        if len(raw) != dim * 4:
+            raise v.invalid(f"vector: expected {dim} float32 ({dim * 4} bytes), got {len(raw)}")
+        arr = np.frombuffer(raw, dtype="<f4")
+    elif isinstance(value, list):
+        if len(value) != dim:
+            raise v.invalid(f"vector: expected {dim} dimensions, got {len(value)}")
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+            raise v.invalid("vector: must be a list of numbers")
+        arr = np.asarray(value, dtype="<f4")
+        raw = arr.tobytes()
+    else:
+        raise v.invalid("vector: must be a list of numbers or base64 float32")
+    if not np.isfinite(arr).all():
+        raise v.invalid("vector: must be finite")
+    norm = float(np.linalg.norm(arr.astype(np.float64)))
+    if norm == 0.0:
+        raise v.invalid("vector: must be non-zero")
+    if abs(norm - 1.0) <= UNIT_TOLERANCE:
+        return raw
+    return (arr / np.float32(norm)).astype("<f4").tobytes()
+
+
+def check_drawer(d: p.ImportDrawer, dim: int, max_text_bytes: int) -> CheckedDrawer:
+    """Every check ``palace_import`` makes on a drawer; raises ``TrustyError``."""
+    if isinstance(d.hits, bool) or not isinstance(d.hits, int) or d.hits < 0:
+        raise v.invalid(f"hits: must be a non-negative integer, got {d.hits!r}")
+    metadata = None
+    if d.metadata is not None:
+        metadata = msgspec.json.encode(d.metadata).decode()
+    return CheckedDrawer(
+        id=v.check_drawer_id(d.drawer_id),
+        content=v.check_text(d.content, max_text_bytes, "content"),
+        room=names.normalize_room(d.room),
+        tags=v.check_tags(d.tags),
+        importance=v.check_unit_interval(d.importance, "importance"),
+        created_at=v.check_created_at(d.created_at),
+        hits=d.hits,
+        metadata=metadata,
+        vector=None if d.vector is None else vector_from(d.vector, dim),
+        own_vector=_own_vector(d, dim),
+        context=None if d.context is msgspec.UNSET else _context(d.context, max_text_bytes),
+        context_given=d.context is not msgspec.UNSET,
+    )
+
+
+def _context(value: object, max_text_bytes: int) -> str | None:
+    """An exported drawer's context words: a string (empty means none), or None."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise v.invalid(f"context: must be a string or null, got {type(value).__name__}")
+    return v.check_text(value, max_text_bytes, "context").strip() or None
+
+
+def _own_vector(d: p.ImportDrawer, dim: int) -> bytes | None:
+    if d.own_vector is None:
+        return None
+    if d.vector is None:
+        raise v.invalid("own_vector: only beside a vector (it is that vector's own text's)")
+    try:
+        return vector_from(d.own_vector, dim)
+    except p.TrustyError as exc:
+        raise v.invalid(f"own_{exc.message}") from None
+
+
+def check_triple(t: p.ImportTriple) -> CheckedTriple:
+    """Every check ``palace_import`` makes on a triple; raises ``TrustyError``."""
+    valid_to = None if t.valid_to is None else _check_time(t.valid_to, "valid_to")
+    return CheckedTriple(
+        subject=v.check_nonempty(t.subject, "subject"),
+        predicate=v.check_nonempty(t.predicate, "predicate"),
+        object=v.check_nonempty(t.object, "object"),
+        valid_from=_check_time(t.valid_from, "valid_from"),
+        valid_to=valid_to,
+        confidence=v.check_unit_interval(t.confidence, "confidence"),
+        provenance=t.provenance,
+    )
+
+
+def _check_time(value: str, field: str) -> str:
+    try:
+        return v.check_created_at(value)
+    except p.TrustyError:
+        raise v.invalid(f"{field}: not an RFC 3339 timestamp: {value!r}") from None
+
+
+def _checked_all(items: list[Any], check: Callable[[Any], Any], kind: str) -> list[Any]:
+    """Check every item; the first bad one fails the request, naming its position."""
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(check(item))
+        except p.TrustyError as exc:
+            raise p.TrustyError(exc.code, f"palace_import: {kind}[{i}]: {exc.message}") from None
+    return out
+
+
+# -- import --------------------------------------------------------------------------
+
+
+def _add_context(store: PalaceStore, drawers: list[CheckedDrawer]) -> None:
+    """Each new drawer's episode predecessor's words, as a remember gets them
+    (``workers/store/context.py``): the drawers are written in this order after the palace's
+    newest. The vectors stay as given (an export's already carry their mixes). Only for
+    drawers whose line did not carry its words: an export's do, exactly as stored."""
+    written = [
+        context.Written(d.room, context.seconds_of(d.created_at), d.content) for d in drawers
+    ]
+    found = context.words_in_order(store.last_written(), written, retrieval.EPISODE_WINDOW_S)
+    for d, kept in zip(drawers, found, strict=True):
+        d.context = kept
+
+
+def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.ImportResult:
+    """Store one batch in one transaction (all or nothing); see the module doc."""
+    max_bytes = store.settings.max_text_bytes
+    drawers = _checked_all(
+        params.drawers, lambda d: check_drawer(d, store.dim, max_bytes), "drawers"
+    )
+    triples = _checked_all(params.triples, check_triple, "triples")
+    conn = store.db.conn
+    existing = {
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM drawers WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([d.id for d in drawers]),),
+        )
+    }
+    new: dict[str, CheckedDrawer] = {}
+    for d in drawers:
+        if d.id not in existing and d.id not in new:
+            new[d.id] = d
+    _embed_missing([d for d in new.values() if d.vector is None], embed, store.dim)
+    if store.settings.context_vectors:
+        _add_context(store, [d for d in new.values() if not d.context_given])
+
+    added: list[tuple[int, CheckedDrawer]] = []
+    triples_added = 0
+    at = v.now_rfc3339()
+    with store._transaction() as conn:  # also writes pending recall hits, like any write
+        for d in new.values():
+            label = conn.execute(
+                "INSERT INTO drawers (id, content, room, tags, importance, created_at, hits,"
+                " content_hash, vector, metadata, own_vector, context)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    d.id,
+                    d.content,
+                    d.room,
+                    json.dumps(d.tags),
+                    d.importance,
+                    d.created_at,
+                    d.hits,
+                    _content_hash(d.content),
+                    d.vector,
+                    d.metadata,
+                    d.own_vector,
+                    d.context,
+                ),
+            ).lastrowid
+            added.append((label, d))
+        conn.executemany(
+            "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
+            [(tag, label) for label, d in added for tag in d.tags],
+        )
+        conn.executemany(
+            "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
+            [(label, d.id, at) for label, d in added],
+        )
+        for t in triples:
+            if _triple_exists(conn, t):
+                continue
+            conn.execute(
+                "INSERT INTO triples (subject, predicate, object, valid_from, valid_to,"
+                " confidence, provenance) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    t.subject,
+                    t.predicate,
+                    t.object,
+                    t.valid_from,
+                    t.valid_to,
+                    t.confidence,
+                    t.provenance,
+                ),
+            )
+            triples_added += 1
+    if added:
+        _after_import(store, added)
+    return p.ImportResult(
+        imported=len(added),
+        skipped=len(drawers) - len(added),
+        triples_imported=triples_added,
+        triples_skipped=len(triples) - triples_added,
+    )
+
+
+def _embed_missing(drawers: list[CheckedDrawer], embed: Embed, dim: int) -> None:
+    for start in range(0, len(drawers), EMBED_CHUNK):
+        chunk = drawers[start : start + EMBED_CHUNK]
+        block = embed([d.content for d in chunk])
+        for d, row in zip(chunk, block, strict=True):
+            d.vector = v.unit_vector(row, dim).astype("<f4").tobytes()
+
+
+def _content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
+def _triple_exists(conn, t: CheckedTriple) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM triples WHERE subject = ? AND predicate = ? AND object = ?"
+            " AND valid_from = ? AND valid_to IS ?",
+            (t.subject, t.predicate, t.object, t.valid_from, t.valid_to),
+        ).fetchone()
+        is not None
+    )
+
+
+def _after_import(store: PalaceStore, added: list[tuple[int, CheckedDrawer]]) -> None:
+    """The store's in-memory state after a commit: filter sets, index, L1 (no snapshot)."""
+    for label, d in added:
+        store._labels.add(label)
+        store._room_labels.setdefault(d.room, set()).add(label)
+        for tag in d.tags:
+            store._tag_labels.setdefault(tag, set()).add(label)
+    store._sync_index()
+    store._refresh_l1()
+
+
+# -- export --------------------------------------------------------------------------
+
+
+def export_page(store: PalaceStore, params: p.ExportParams) -> p.ExportResult:
+    """One page of drawers (by label) or triples (by id) after the cursor ``after``."""
+    limit = params.limit
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= EXPORT_LIMIT_MAX:
+        raise v.invalid(f"limit: must be an integer in 1..{EXPORT_LIMIT_MAX}, got {limit!r}")
+    if params.kind == "drawers":
+        return _export_drawers(store, params.after, limit, params.vectors)
+    if params.kind == "triples":
+        return _export_triples(store, params.after, limit)
+    raise v.invalid(f"kind: must be 'drawers' or 'triples', got {params.kind!r}")
+
+
+def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -> p.ExportResult:
+    vector_cols = "vector, own_vector" if vectors else "NULL, NULL"
+    rows = store.db.conn.execute(
+        "SELECT label, id, content, room, tags, importance, created_at, hits, metadata,"
+        f" {vector_cols}, context FROM drawers WHERE label > ? ORDER BY label LIMIT ?",
+        (after, limit),
+    ).fetchall()
+    pending = store._pending_hits  # recall hits not yet written: part of the truth
+    drawers = [
+        p.ExportDrawer(
+            drawer_id=r[1],
+            content=r[2],
+            room=r[3],
+            tags=json.loads(r[4]),
+            importance=r[5],
+            created_at=r[6],
+            hits=r[7] + pending.get(r[0], 0),
+            metadata=None if r[8] is None else json.loads(r[8]),
+            vector=r[9],
+            own_vector=r[10],
+            context=r[11],
+        )
+        for r in rows
+    ]
+    next_after = rows[-1][0] if len(rows) == limit else None
+    return p.ExportResult(drawers=drawers, next_after=next_after)
+
+
+def _export_triples(store: PalaceStore, after: int, limit: int) -> p.ExportResult:
+    rows = store.db.conn.execute(
+        f"SELECT id, {v.TRIPLE_COLUMNS} FROM triples WHERE id > ? ORDER BY id LIMIT ?",
+        (after, limit),
+    ).fetchall()
+    triples = [v.triple_of(r[1:]) for r in rows]
+    next_after = rows[-1][0] if len(rows) == limit else None
+    return p.ExportResult(triples=triples, next_after=next_after)
