@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {
-    "common": "",
+    "common": "common",
     "broker": "broker",
     "workers": "workers",
     "client": "client",

@@ -23,8 +23,11 @@ from trusty_memory.client.mcp.http import TOKEN_FILE
 
 
 def free_port() -> int:
+    """A port free on every address: one free on 127.0.0.1 alone can still be held on
+    another loopback address (a flood test's connections from 127.0.0.2 in TIME_WAIT),
+    and then ``--http 0.0.0.0:PORT`` cannot bind it."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("0.0.0.0", 0))
         return sock.getsockname()[1]
 
 
