@@ -77,8 +77,14 @@ def test_a_deeply_nested_request_is_answered_by_its_id(client, daemon):
     frame = bytes([head[0] + 1]) + head[1:] + msgspec.msgpack.encode("params") + params
     resp = p.decode_response(raw_call(daemon.config, [frame]))
     assert resp.id == "deep-1" and not resp.ok
-    assert resp.error.code == ErrorCode.MALFORMED_FRAME
-    assert "nested too deeply" in resp.error.message
+    # Python 3.11's decoder hits its recursion limit; 3.13's goes deeper, and then the
+    # metadata's own bound ([limits] max_metadata_bytes) refuses it. Either way: answered.
+    refusals = {
+        ErrorCode.MALFORMED_FRAME: "nested too deeply",
+        ErrorCode.INVALID_PARAMS: "metadata: ",
+    }
+    assert resp.error.code in refusals, resp.error
+    assert refusals[ErrorCode(resp.error.code)] in resp.error.message
     assert client.remember("good", "still writing after a deep frame").status == "stored"
 
 
