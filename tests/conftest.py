@@ -9,6 +9,7 @@ kill or restart daemons use ``fresh_daemon`` for a home of their own.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -140,3 +141,35 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+ATTACKER = "tm-attacker"  # the other local user the suite acts as (made when missing)
+
+
+@pytest.fixture(scope="session")
+def attacker() -> pwd.struct_passwd:
+    """A second local user: made when missing (root only, with ``useradd``)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a second local user is made and acted as")
+    for tool in ("useradd", "setpriv"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool} to make and act as a second local user")
+    try:
+        return pwd.getpwnam(ATTACKER)
+    except KeyError:
+        pass
+    made = subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ATTACKER],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if made.returncode != 0:
+        pytest.skip(f"useradd {ATTACKER} failed: {made.stderr.strip()}")
+    return pwd.getpwnam(ATTACKER)
+
+
+def as_attacker(who: pwd.struct_passwd, script: str, *args: str, **popen) -> subprocess.Popen:
+    """``sh -c script`` as the other user (no supplementary groups), ``args`` as $1..."""
+    argv = ["setpriv", f"--reuid={who.pw_uid}", f"--regid={who.pw_gid}", "--clear-groups"]
+    return subprocess.Popen([*argv, "--", "/bin/sh", "-c", script, "sh", *args], **popen)

@@ -27,44 +27,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import ATTACKER, as_attacker, run_cli
 
-ATTACKER = "tm-attacker"
 DIM = 384
 SECRET = "the staging database password is hunter2"
 
 
 def cli(daemon, *args: str) -> subprocess.CompletedProcess:
     return run_cli(daemon, *args, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def attacker() -> pwd.struct_passwd:
-    """A second local user: made when missing (root only, with ``useradd``)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: a second local user is made and acted as")
-    for tool in ("useradd", "setpriv"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"needs {tool} to make and act as a second local user")
-    try:
-        return pwd.getpwnam(ATTACKER)
-    except KeyError:
-        pass
-    made = subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ATTACKER],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if made.returncode != 0:
-        pytest.skip(f"useradd {ATTACKER} failed: {made.stderr.strip()}")
-    return pwd.getpwnam(ATTACKER)
-
-
-def as_attacker(who: pwd.struct_passwd, script: str, *args: str, **popen) -> subprocess.Popen:
-    """``sh -c script`` as the other user (no supplementary groups), ``args`` as $1..."""
-    argv = ["setpriv", f"--reuid={who.pw_uid}", f"--regid={who.pw_gid}", "--clear-groups"]
-    return subprocess.Popen([*argv, "--", "/bin/sh", "-c", script, "sh", *args], **popen)
 
 
 def plant(who: pwd.struct_passwd, script: str, *args: str) -> None:

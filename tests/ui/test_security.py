@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+import pytest
+
+from tests.conftest import as_attacker
 from tests.ui.conftest import URL_LINE, Ui
 from trusty_memory.client.sync import Client
 from trusty_memory.ui.security import cookie_name, csrf_for
@@ -125,39 +128,58 @@ def test_a_non_loopback_address_needs_allow_remote_which_warns(ui_daemon):
         proc.wait(timeout=10)
 
 
-def test_another_local_server_never_gets_the_page_s_cookie(browser, ui: Ui):
+# Another local user's web server: it prints the port it listens on, then the Cookie header
+# of every request it gets. System Python: the other user cannot reach this checkout's venv.
+SPY = r"""
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Spy(BaseHTTPRequestHandler):
+    def do_GET(self):
+        print("cookie:", self.headers.get("Cookie") or "", flush=True)
+        body = b"<html><body>another user's page</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Spy)
+print("port:", server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def test_another_local_user_s_server_never_gets_the_page_s_cookie(browser, ui: Ui, attacker):
     """Another local user's server on a loopback address, any port, visited by the browser
     that opened the page, receives nothing of the page's: its cookie belongs to a private
     host name, not to 127.0.0.1 (cookies are not kept apart by port)."""
-    seen: list[str] = []
-
-    class Spy(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.headers.get("Cookie") or "")
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(b"<html><body>another user's page</body></html>")
-
-        def log_message(self, *args) -> None:
-            pass
-
-    spy = ThreadingHTTPServer(("127.0.0.1", 0), Spy)
-    threading.Thread(target=spy.serve_forever, daemon=True).start()
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("needs the system's python3 to run the other user's server")
+    spy = as_attacker(attacker, f'exec {python} -c "$1"', SPY, stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(spy.stdout), daemon=True)
     context = browser.new_context()
     try:
+        port = int(spy.stdout.readline().split()[1])
+        reader.start()
         page = context.new_page()
         page.goto(ui.url(f"/?token={ui.token}"))
         assert page.locator('[data-palace="project"]').count() >= 1  # in, with the cookie
         assert [c["name"] for c in context.cookies()] == [ui.cookie]
         for host in ("127.0.0.1", "localhost"):
-            page.goto(f"http://{host}:{spy.server_address[1]}/")
+            page.goto(f"http://{host}:{port}/")
             assert "another user's page" in page.content()
-        assert len(seen) >= 2 and not any(ui.token in cookie for cookie in seen), seen
+        seen = [line for line in lines if line.startswith("cookie:")]
+        assert len(seen) >= 2 and not any(ui.token in line for line in seen), seen
         assert urlsplit(ui.base).hostname.endswith(".localhost")
     finally:
         context.close()
-        spy.shutdown()
+        spy.kill()
+        spy.wait(timeout=10)
 
 
 def test_an_address_given_with_host_warns_that_its_cookie_is_shared(ui_daemon):
