@@ -105,13 +105,18 @@ def ensure_daemon(config: Config, timeout_s: float = 30.0) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if ping(config, 0.5):
             return
-        proc = spawn_daemon(config)
+        # A daemon that owns the home but is slow to answer (fifty starters on two cores)
+        # is waited for: a second one would only find the home taken and exit.
+        proc = None if daemon_pid(config) is not None else spawn_daemon(config)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if ping(config, 0.5):
                 return
-            if proc.poll() not in (None, 0) and daemon_pid(config) is None:
-                break
+            if daemon_pid(config) is None:
+                if proc is None:
+                    proc = spawn_daemon(config)  # the one we waited for is gone
+                elif proc.poll() not in (None, 0):
+                    break
             time.sleep(0.05)
     raise DaemonUnavailable(
         f"the daemon did not start within {timeout_s:.0f}s; see {config.log_dir / 'daemon.log'}"
