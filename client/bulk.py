@@ -60,7 +60,6 @@ import msgspec
 
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
-from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.bulk import check_drawer, check_triple
 
 FORMAT = "trusty-memory/1"
@@ -80,7 +79,6 @@ IMPORT_PER_EMBED_S = 0.05
 # metadata and the other fields.
 JSON_ESCAPE_MAX = 6
 LINE_SLACK_BYTES = 8 * 1024 * 1024
-HITS_LIMIT = 2**63  # SQLite's integers are signed 64-bit
 MAX_LINKS = 40  # symbolic links an export follows to its file: the kernel's own limit
 
 
@@ -118,11 +116,6 @@ class TripleLine(msgspec.Struct, tag="triple", tag_field="type", kw_only=True):
 
 
 Line = HeaderLine | DrawerLine | TripleLine
-# The time fields of each kind of line (``_within_calendar``).
-TIME_FIELDS: dict[type, tuple[str, ...]] = {
-    DrawerLine: ("created_at",),
-    TripleLine: ("valid_from", "valid_to"),
-}
 _line_decoder = msgspec.json.Decoder(Line)
 _encoder = msgspec.json.Encoder()
 
@@ -237,11 +230,8 @@ def parse_line(
         raise ValueError(str(exc)) from None
     except msgspec.DecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
-    _within_calendar(line)
     try:
         if isinstance(line, DrawerLine):
-            if isinstance(line.hits, int) and line.hits >= HITS_LIMIT:
-                raise ValueError(f"hits: must be below 2**63, got {line.hits}")
             drawer = p.ImportDrawer(
                 drawer_id=line.drawer_id,
                 content=line.content,
@@ -268,24 +258,6 @@ def parse_line(
     if line.dim is not None and line.dim != dim:
         raise ValueError(f"header: vectors are {line.dim}-d; this palace takes {dim}")
     return None
-
-
-def _within_calendar(line: Line) -> None:
-    """Raise ``ValueError`` naming the field whose time leaves the calendar once moved to
-    UTC (``0001-01-01T00:00:00+01:00`` is in the year 0), where the shared checks would
-    raise ``OverflowError``. Other bad times are theirs to word."""
-    for name in TIME_FIELDS.get(type(line), ()):
-        value = getattr(line, name)
-        if value is None:
-            continue
-        try:
-            v.check_timestamp(value, name)
-        except OverflowError:
-            raise ValueError(
-                f"{name}: {value!r} is outside the calendar in UTC (years 1 to 9999)"
-            ) from None
-        except p.TrustyError:
-            continue
 
 
 def _check_unique(

@@ -1074,8 +1074,8 @@ class OutOfBounds(Exception):
 
 class OutsideCalendar(TrustyError, OverflowError):
     """A time that leaves the years 1..9999 once moved to UTC (``0001-01-01T00:00:00+01:00``
-    is in the year 0). Also an ``OverflowError``: what ``datetime`` raised there, and
-    what callers that word it themselves (``client/bulk.py``) catch."""
+    is in the year 0). Also an ``OverflowError``, what ``datetime`` raised there, so code
+    that caught that still catches it."""
 
     def __init__(self, field: str, value: str) -> None:
         super().__init__(

@@ -49,6 +49,7 @@ EMBED_CHUNK = 256  # texts per embedder call: one forward pass batch, bounded la
 # A vector this close to unit length is stored byte for byte as given (so an export
 # round-trips exactly); anything further off is normalised.
 UNIT_TOLERANCE = 1e-4
+HITS_LIMIT = 2**63  # SQLite's integers are signed 64-bit
 
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -118,6 +119,8 @@ def check_drawer(d: p.ImportDrawer, dim: int, max_text_bytes: int) -> CheckedDra
     """Every check ``palace_import`` makes on a drawer; raises ``TrustyError``."""
     if isinstance(d.hits, bool) or not isinstance(d.hits, int) or d.hits < 0:
         raise v.invalid(f"hits: must be a non-negative integer, got {d.hits!r}")
+    if d.hits >= HITS_LIMIT:
+        raise v.invalid(f"hits: must be below 2**63, got {d.hits}")
     metadata = None
     if d.metadata is not None:
         metadata = msgspec.json.encode(d.metadata).decode()
@@ -159,23 +162,16 @@ def _own_vector(d: p.ImportDrawer, dim: int) -> bytes | None:
 
 def check_triple(t: p.ImportTriple) -> CheckedTriple:
     """Every check ``palace_import`` makes on a triple; raises ``TrustyError``."""
-    valid_to = None if t.valid_to is None else _check_time(t.valid_to, "valid_to")
+    valid_to = None if t.valid_to is None else v.check_timestamp(t.valid_to, "valid_to")
     return CheckedTriple(
         subject=v.check_nonempty(t.subject, "subject"),
         predicate=v.check_nonempty(t.predicate, "predicate"),
         object=v.check_nonempty(t.object, "object"),
-        valid_from=_check_time(t.valid_from, "valid_from"),
+        valid_from=v.check_timestamp(t.valid_from, "valid_from"),
         valid_to=valid_to,
         confidence=v.check_unit_interval(t.confidence, "confidence"),
         provenance=t.provenance,
     )
-
-
-def _check_time(value: str, field: str) -> str:
-    try:
-        return v.check_created_at(value)
-    except p.TrustyError:
-        raise v.invalid(f"{field}: not an RFC 3339 timestamp: {value!r}") from None
 
 
 def _checked_all(items: list[Any], check: Callable[[Any], Any], kind: str) -> list[Any]:
