@@ -129,6 +129,7 @@ class Autoscaler:
             state.loaded.clear()
             return
 
-        if state.extra > 0 and quiet and now - state.quiet_since >= s.autoscale_idle_s:
+        quiet_since = state.quiet_since  # set above exactly while the palace is quiet
+        if state.extra > 0 and quiet_since is not None and now - quiet_since >= s.autoscale_idle_s:
             state.extra -= 1
             state.quiet_since = now  # one at a time, each after its own quiet spell

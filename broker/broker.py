@@ -18,12 +18,9 @@ when its worker crashes twice in a row while holding it. A request whose id its 
 already has in flight is refused at once: its answer could not be told from the first's.
 
 Deleting or renaming a palace moves its directory, which its workers hold open, so the
-broker does it (``palace_delete``, ``palace_rename``; ``close_palace``): from the moment
-it accepts one, requests for the palace are refused with ``PALACE_NOT_FOUND`` and the ones
-queued for it are answered with that error; its workers are told to stop, answer what
-they already hold (their replies are relayed as usual) and exit; then the directory moves
-and the caller is answered. Workers that have not exited after ``[broker] close_grace_s``
-are killed; what they held is answered with the same error.
+broker does it: ``palace_moves.py``. The other modules beside this one: ``records.py`` (what
+is kept per request, worker, service), ``reader_scaling.py`` (readers per palace, autoscale
+applied), ``status_report.py`` (``status``), ``supervisor.py`` (the processes themselves).
 
 Remote workers (``trusty-memory worker --broker tcp://...``) register on the backend like
 local ones, marked ``remote``: the broker routes to them the same way but never starts,
@@ -43,13 +40,13 @@ import os
 import socket
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any
 
 import zmq
 
-from trusty_memory.broker.autoscale import Autoscaler, Load
-from trusty_memory.broker.palaces import MAX_READERS, PalaceRegistry
+from trusty_memory.broker import palace_moves, reader_scaling, status_report
+from trusty_memory.broker.autoscale import Autoscaler
+from trusty_memory.broker.palaces import PalaceRegistry
+from trusty_memory.broker.records import Closing, Pending, Service, WorkerRec
 from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
 from trusty_memory.common import __version__, transport
 from trusty_memory.common import protocol as p
@@ -61,118 +58,19 @@ MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported
 # A worker that died this many times in a row, each soon after its start, is in a crash
 # loop: the requests waiting for it are answered with the crash, not left to time out.
 CRASH_LOOP = 3
-RATE_WINDOW_S = 10.0
-RATE_WINDOW_MAX = 100_000
 # Prefix of the client identity of a request that came in on the backend (a remote
 # worker's embed): frontend identities are ZeroMQ's, 0x00 then four bytes.
 BACKEND_CLIENT = b"\xffB"
 
 
-@dataclass
-class Pending:
-    """A request accepted from a client and not answered yet."""
-
-    client: bytes
-    rid: str
-    frame: bytes
-    method: str
-    deadline: float
-    write: bool
-    attempts: int = 0
-
-
-@dataclass
-class WorkerRec:
-    identity: bytes
-    service: str
-    role: str
-    pid: int
-    last_seen: float
-    inflight: dict[tuple[bytes, str], Pending] = field(default_factory=dict)
-    seq: int = 0  # the palace change-log seq it has applied (palace workers)
-    remote: bool = False  # on another host: not our child (see the module's docstring)
-    host: str = ""
-    answered: deque[float] = field(default_factory=lambda: deque(maxlen=RATE_WINDOW_MAX))
-
-    def rate(self, now: float) -> float:
-        """Requests answered per second over the last ``RATE_WINDOW_S``."""
-        while self.answered and self.answered[0] < now - RATE_WINDOW_S:
-            self.answered.popleft()
-        return len(self.answered) / RATE_WINDOW_S
-
-    def answered_since(self, since: float) -> int:
-        """Requests answered after ``since`` (counted from the newest: the recent ones)."""
-        count = 0
-        for at in reversed(self.answered):
-            if at < since:
-                break
-            count += 1
-        return count
-
-
-@dataclass
-class Service:
-    name: str
-    workers: list[WorkerRec] = field(default_factory=list)
-    queue: deque[Pending] = field(default_factory=deque)
-    last_used: float = field(default_factory=time.monotonic)
-    # Requests other than the dreamer's, and when the last one came: how the dreamer
-    # tells that a palace is idle without its own traffic counting as use.
-    foreground_requests: int = 0
-    last_foreground: float = field(default_factory=time.monotonic)
-
-    def pick(self, write: bool) -> WorkerRec | None:
-        """The writer for a write; for a read the least-loaded worker, readers first on a
-        tie (the writer's queue is where writes wait)."""
-        candidates = [w for w in self.workers if not write or w.role in ("writer", "embedder")]
-        return min(candidates, key=lambda w: (len(w.inflight), w.role == "writer"), default=None)
-
-    @property
-    def writer(self) -> WorkerRec | None:
-        return next((w for w in self.workers if w.role == "writer"), None)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.queue) or any(w.inflight for w in self.workers)
-
-
-@dataclass
-class Closing:
-    """A palace whose workers are stopping so that its directory can move."""
-
-    palace: str
-    method: str  # one of protocol.PALACE_MOVE_METHODS
-    params: Any
-    client: bytes
-    rid: str
-    started: float = field(default_factory=time.monotonic)
-    killed: bool = False
-
-    @property
-    def gone(self) -> str:
-        """What happened to the palace, for the errors its callers get."""
-        if self.method == "palace_rename":
-            return f"renamed to {self.params.new_name}"
-        return "deleted"
-
-
-def rss_mb(pid: int) -> float | None:
-    """Resident memory of a local process, from /proc (None where unknown)."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
 class Broker:
+    """The Majordomo broker: routes requests by service, keeps the worker registry, and
+    answers every accepted request exactly once (``mediate`` is the whole loop)."""
+
     def __init__(self, config: Config, log) -> None:
         self.config = config
         self.log = log
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.SyncContext = zmq.Context.instance()
         self.frontend = self.ctx.socket(zmq.ROUTER)
         self.backend = self.ctx.socket(zmq.ROUTER)
         endpoints = ((self.frontend, config.frontend), (self.backend, config.backend))
@@ -263,7 +161,7 @@ class Broker:
         if not req.background and method not in p.BACKGROUND_METHODS | p.EMBEDDER_METHODS:
             self.last_client_request = time.monotonic()
         if method in p.PALACE_MOVE_METHODS:
-            self.close_palace(client, req)
+            palace_moves.close_palace(self, client, req)
         elif method in p.BROKER_METHODS:
             self.reply(client, p.ok_response(req.id, self.broker_method(req)))
         elif method in p.EMBEDDER_METHODS:
@@ -402,7 +300,7 @@ class Broker:
         if req.method == "ping":
             return {"pong": True, "pid": os.getpid(), "version": __version__}
         if req.method == "status":
-            return self.status()
+            return status_report.status(self)
         if req.method == "palace_list":
             remote = [s[len(p.PALACE_SERVICE_PREFIX) :] for s in self.remote_palaces]
             names = sorted(set(self.palaces.names()) | set(remote))
@@ -414,7 +312,9 @@ class Broker:
             return {"palaces": self.palaces.archived()}
         params = p.decode_params(req.method, req.params)
         if req.method == "palace_scale":
-            return self.scale(self.check_open(validate_palace_name(params.name)), params.readers)
+            return reader_scaling.scale(
+                self, self.check_open(validate_palace_name(params.name)), params.readers
+            )
         if req.method == "palace_restore":
             self.check_free(params.new_name or params.name)
             return self.palaces.restore(params.name, params.entry, params.new_name)
@@ -448,151 +348,6 @@ class Broker:
             if closing.method == "palace_rename" and closing.params.new_name == name:
                 message = f"palace already exists: {name} ({closing.palace} is being renamed to it)"
                 raise p.TrustyError(p.ErrorCode.PALACE_EXISTS, message)
-
-    def scale(self, palace: str, readers: int) -> dict:
-        """Keep ``readers`` reader processes for ``palace`` from now on (and across restarts)."""
-        self.palaces.set_readers(palace, readers)
-        service = self.services.get(p.palace_service(palace))
-        if service is not None and service.writer is not None and self.spawns_locally(service.name):
-            self.apply_readers(service)
-        return {"palace": palace, "readers": readers, "status": "scaled"}
-
-    def apply_readers(self, service: Service) -> None:
-        """Start missing readers of a palace whose writer is up; retire extra ones.
-
-        A retired reader is told to stop; requests it held go back to the queue, so
-        scaling down loses none of them.
-        """
-        wanted = self.wanted_readers(service.name[len(p.PALACE_SERVICE_PREFIX) :])
-        for slot in range(1, wanted + 1):
-            starting = not self.supervisor.active(service.name, slot)
-            if starting and self.palace_processes() >= self.max_workers:
-                self.log.warning("reader not started: at max_workers", service=service.name,
-                                 slot=slot, max_workers=self.max_workers)  # fmt: skip
-                break
-            self.supervisor.ensure(service.name, slot)
-        for child in self.supervisor.slots(service.name):
-            if child.slot > wanted and not child.stopping:
-                child.stopping = True
-                for worker in [w for w in service.workers if w.pid == child.pid and not w.remote]:
-                    self.to_worker(worker.identity, p.W_DISCONNECT)
-                    self.remove_worker(worker, crashed=False)
-                if child.running:
-                    child.popen.terminate()
-
-    def wanted_readers(self, palace: str) -> int:
-        """The palace's own readers (``scale``) plus those the autoscaler added."""
-        return min(MAX_READERS, self.palaces.readers(palace) + self.autoscaler.extra(palace))
-
-    def autoscale(self, now: float) -> None:
-        """Give the autoscaler each running palace's load; apply what it changes."""
-        if not self.autoscaler.enabled:
-            return
-        window = self.config.palace.autoscale_window_s
-        loads, own = [], {}
-        for service in self.services.values():
-            if not service.name.startswith(p.PALACE_SERVICE_PREFIX) or service.writer is None:
-                continue
-            if self.closing_of(service.name) is not None or not self.spawns_locally(service.name):
-                continue  # a palace served by remote workers is scaled on their hosts
-            palace = service.name[len(p.PALACE_SERVICE_PREFIX) :]
-            own[palace] = self.palaces.readers(palace)
-            answered = sum(w.answered_since(now - window) for w in service.workers)
-            inflight = sum(len(w.inflight) for w in service.workers) + len(service.queue)
-            loads.append(Load(palace, len(service.workers), inflight, answered / window))
-        for palace in self.autoscaler.tick(loads, own, now):
-            self.log.info(
-                "autoscale",
-                palace=palace,
-                readers=self.wanted_readers(palace),
-                added=self.autoscaler.extra(palace),
-            )
-            self.apply_readers(self.services[p.palace_service(palace)])
-
-    def worker_status(self, service: Service, w: WorkerRec, now: float) -> dict:
-        info = {
-            "pid": w.pid,
-            "role": w.role,
-            "host": w.host,
-            "remote": w.remote,
-            "inflight": len(w.inflight),
-            "requests_per_s": round(w.rate(now), 2),
-            "rss_mb": None if w.remote else rss_mb(w.pid),
-        }
-        if service.name.startswith(p.PALACE_SERVICE_PREFIX):
-            writer = service.writer
-            info["seq"] = w.seq
-            info["lag"] = max(0, writer.seq - w.seq) if writer is not None else None
-        return info
-
-    def status(self) -> dict:
-        now = time.monotonic()
-        return {
-            "pid": os.getpid(),
-            "version": __version__,
-            "uptime_s": round(time.monotonic() - self.started, 3),
-            "home": str(self.config.home),
-            "host": self.hostname,
-            "frontend": self.config.frontend,
-            "backend": self.config.backend,
-            "services": [
-                {
-                    "name": s.name,
-                    "workers": [self.worker_status(s, w, now) for w in s.workers],
-                    "queued": len(s.queue),
-                    **self.scaling_status(s.name),
-                    "foreground_requests": s.foreground_requests,
-                    "idle_s": round(time.monotonic() - s.last_foreground, 3),
-                }
-                for s in self.services.values()
-            ],
-            "restarts": {
-                f"{c.service}#{c.slot}": c.starts - 1 for c in self.supervisor.children.values()
-            },
-            "dreamer_pid": next(
-                (c.pid for c in self.supervisor.children.values() if c.service == "dreamer"),
-                None,
-            ),
-            "mcp_host_pid": next(
-                (
-                    c.pid
-                    for c in self.supervisor.children.values()
-                    if c.service == p.MCP_HOST_SERVICE
-                ),
-                None,
-            ),
-            "template": self.template_status(),
-            "crashes": self.supervisor.crash_status(),
-            "palace_processes": self.palace_processes(),
-            "max_workers": self.max_workers,
-        }
-
-    def scaling_status(self, service_name: str) -> dict:
-        """A palace's wanted readers: its own setting, and those autoscale added."""
-        if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
-            return {}
-        palace = service_name[len(p.PALACE_SERVICE_PREFIX) :]
-        return {
-            "readers_wanted": self.wanted_readers(palace),
-            "readers_autoscaled": self.autoscaler.extra(palace),
-        }
-
-    def template_status(self) -> dict | None:
-        """The palace-worker template: its pid and whether it forks yet (None: off)."""
-        template = self.supervisor.template
-        if template is None:
-            return None
-        alive = template.alive()
-        off = self.supervisor.fork_off_reason
-        return {
-            "pid": template.proc.pid if alive else None,
-            "ready": alive and template.ready,
-            "rss_mb": rss_mb(template.proc.pid) if alive else None,
-            "threads": template.threads if alive else None,
-            "forking": off is None and not template.refusals,
-            "fork_off_reason": off,
-            "refused_forks": template.refusals,
-        }
 
     # -- workers -----------------------------------------------------------------
 
@@ -659,7 +414,7 @@ class Broker:
             for child in self.supervisor.slots(ready.service):  # local readers: not here
                 if child.running:
                     child.stopping = True
-                    child.popen.terminate()
+                    child.terminate()
                 else:
                     self.supervisor.forget(child)
         worker = WorkerRec(identity, ready.service, ready.role, ready.pid, time.monotonic())
@@ -675,12 +430,12 @@ class Broker:
             remote=worker.remote,
         )
         if ready.role == "writer" and palace and self.spawns_locally(service.name):
-            self.apply_readers(service)
+            reader_scaling.apply_readers(self, service)
         self.flush_queue(service)
 
     def flush_queue(self, service: Service) -> None:
         if (closing := self.closing_of(service.name)) is not None:
-            self.fail_queue(service, closing)
+            palace_moves.fail_queue(self, service, closing)
             return
         while service.queue:
             worker = service.pick(service.queue[0].write)
@@ -736,12 +491,12 @@ class Broker:
                 self.supervisor.forget(child)
         self.supervisor.restart_due()
         for closing in list(self.closing.values()):
-            self.advance_closing(closing, now)
+            palace_moves.advance_closing(self, closing, now)
         self.expire_deadlines(now)
         if now - self.last_heartbeat >= self.config.broker.heartbeat_s:
             self.last_heartbeat = now
             self.heartbeat_and_purge(now)
-            self.autoscale(now)
+            reader_scaling.autoscale(self, now)
             self.stop_idle_palaces(now)
             self.exit_if_unused(now)
 
@@ -783,7 +538,7 @@ class Broker:
         return (
             not child.stopping
             and service.writer is not None
-            and child.slot <= self.wanted_readers(palace)
+            and child.slot <= reader_scaling.wanted_readers(self, palace)
         )
 
     def expire_deadlines(self, now: float) -> None:
@@ -858,7 +613,7 @@ class Broker:
         for child in self.supervisor.slots(service.name):
             child.stopping, child.restart_at = True, None
             if child.running and child.pid not in registered:
-                child.popen.terminate()
+                child.terminate()
 
     def disconnect_service(self, service: Service) -> None:
         if service.name.startswith(p.PALACE_SERVICE_PREFIX):  # it wakes with its own readers
@@ -872,109 +627,10 @@ class Broker:
 
     # -- deleting and renaming palaces -------------------------------------------
 
-    def close_palace(self, client: bytes, req: p.Request) -> None:
-        """Start a ``palace_delete`` or ``palace_rename``: refuse the palace's requests from
-        now on, stop its workers, and move it once they have exited (``advance_closing``)."""
-        params = p.decode_params(req.method, req.params)
-        name = self.check_open(validate_palace_name(params.name))
-        if (host := self.remote_palaces.get(p.palace_service(name))) is not None:
-            raise p.TrustyError(
-                p.ErrorCode.INVALID_PARAMS,
-                f"{req.method}: palace {name} is served by a remote worker on {host}, which"
-                " owns its files: stop that worker and move the palace on its host",
-            )
-        if req.method == "palace_rename":
-            if params.new_name == name:
-                raise p.TrustyError(
-                    p.ErrorCode.INVALID_PARAMS, f"palace_rename: {name} is already its name"
-                )
-            self.check_free(params.new_name)
-        closing = Closing(name, req.method, params, client, req.id)
-        self.closing[name] = closing
-        service_name = p.palace_service(name)
-        self.log.info("stopping palace workers to move it", palace=name, method=req.method)
-        service = self.services.get(service_name)
-        if service is not None:
-            self.fail_queue(service, closing)
-            # Told to stop, the workers answer what they hold first; their records stay
-            # until they say goodbye or exit, so those answers are relayed as usual.
-            for worker in service.workers:
-                self.to_worker(worker.identity, p.W_DISCONNECT)
-        for child in self.supervisor.slots(service_name):
-            if child.running:
-                child.stopping = True
-            else:  # waiting to restart: it never will
-                self.supervisor.forget(child)
-        self.advance_closing(closing, time.monotonic())
-
     def closing_of(self, service_name: str) -> Closing | None:
         if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
             return None
         return self.closing.get(service_name[len(p.PALACE_SERVICE_PREFIX) :])
-
-    def fail_queue(self, service: Service, closing: Closing) -> None:
-        """Answer the requests waiting for a palace that is going away."""
-        message = f"palace not found: {closing.palace} ({closing.gone} before this was answered)"
-        while service.queue:
-            pending = service.queue.popleft()
-            error = p.error_response(pending.rid, p.ErrorCode.PALACE_NOT_FOUND, message)
-            self.answer(pending, error)
-
-    def advance_closing(self, closing: Closing, now: float) -> None:
-        """Move the palace once its workers are gone; kill them after ``close_grace_s``."""
-        service_name = p.palace_service(closing.palace)
-        service = self.services.get(service_name)
-        running = [c for c in self.supervisor.slots(service_name) if c.running]
-        workers = list(service.workers) if service is not None else []
-        if not running and not workers:
-            self.finish_closing(closing)
-            return
-        if closing.killed or now - closing.started < self.config.broker.close_grace_s:
-            return
-        closing.killed = True
-        self.log.warning(
-            "palace workers did not stop in time; killing them",
-            palace=closing.palace,
-            pids=[c.pid for c in running],
-        )
-        for child in running:
-            self.supervisor.kill(child.pid)  # reaped next turn; what they held is answered
-        ours = {c.pid for c in running}
-        for worker in workers:
-            if worker.pid not in ours or worker.remote:  # not our child: forget it, answer it
-                self.remove_worker(worker, crashed=True)
-
-    def finish_closing(self, closing: Closing) -> None:
-        """The palace's workers have exited: move its directory and answer the caller."""
-        service_name = p.palace_service(closing.palace)
-        service = self.services.get(service_name)
-        for worker in list(service.workers) if service is not None else []:  # none, normally
-            self.remove_worker(worker, crashed=True)  # what it held gets closing's error
-        self.services.pop(service_name, None)
-        del self.closing[closing.palace]
-        for child in self.supervisor.slots(service_name):
-            self.supervisor.forget(child)
-        try:
-            if closing.method == "palace_delete":
-                data = self.palaces.delete(closing.palace, closing.params.discard_empty)
-            else:
-                data = self.palaces.rename(closing.palace, closing.params.new_name)
-        except p.TrustyError as exc:
-            frame = p.error_response(closing.rid, exc.code, exc.message)
-        except OSError as exc:
-            message = f"{closing.method}: cannot move palace {closing.palace}: {exc}"
-            self.log.error("moving a palace failed", palace=closing.palace, error=str(exc))
-            frame = p.error_response(closing.rid, p.ErrorCode.STORAGE_ERROR, message)
-        else:
-            self.log.info(
-                "palace moved",
-                palace=closing.palace,
-                method=closing.method,
-                status=data["status"],
-                seconds=round(time.monotonic() - closing.started, 3),
-            )
-            frame = p.ok_response(closing.rid, data)
-        self.reply(closing.client, frame)
 
     def stop_workers(self, grace_s: float = 10.0) -> None:
         """Clean shutdown: every worker saves its index and exits."""
@@ -993,7 +649,7 @@ class Broker:
             child.stopping = True
         self.supervisor.shutdown(grace_s)
         for closing in list(self.closing.values()):  # every worker has exited: move them
-            self.finish_closing(closing)
+            palace_moves.finish_closing(self, closing)
         self.frontend.close(linger=0)
         self.backend.close(linger=0)
         if self.auth is not None:

@@ -177,6 +177,11 @@ def run_daemon(
     if stopping:  # a signal that came while the home was being taken over
         broker.running = False
     log.info("daemon started", home=str(config.home), frontend=config.frontend)
+    if config.privacy.secrets != "redact":  # once, at start: the one thing to know
+        log.warning(
+            "credentials in writes are not redacted ([privacy] secrets)",
+            secrets=config.privacy.secrets,
+        )
     gc.freeze()  # start-up's objects live for good: keep them out of full collections
     try:
         broker.mediate()

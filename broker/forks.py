@@ -17,6 +17,7 @@ template costs speed, never a palace.
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
@@ -71,12 +72,12 @@ class ForkedProcess:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if timeout is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout)
             time.sleep(0.02)
-        return self.returncode
+        return code
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
@@ -116,15 +117,16 @@ class Template:
             return
         self.close()
         self.generation += 1
-        self.proc = subprocess.Popen(
+        self.proc = proc = subprocess.Popen(
             module_command("trusty_memory.workers.template"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
             env={**os.environ, **SINGLE_THREADED},
         )
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        self.log.info("worker template started", template_pid=self.proc.pid)
+        assert proc.stdout is not None  # stdout=PIPE
+        os.set_blocking(proc.stdout.fileno(), False)
+        self.log.info("worker template started", template_pid=proc.pid)
 
     def spawn(self, argv: list[str]) -> ForkedProcess:
         """Fork a worker; raises ``TemplateUnavailable`` at once if the template is not ready."""
@@ -132,8 +134,10 @@ class Template:
         if not (self.ready and self.alive()):
             self.start()
             raise TemplateUnavailable("worker template: not ready yet")
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None  # alive(), started with stdin=PIPE
         try:
-            os.write(self.proc.stdin.fileno(), (json.dumps({"argv": argv}) + "\n").encode())
+            os.write(proc.stdin.fileno(), (json.dumps({"argv": argv}) + "\n").encode())
             reply = self._reply(SPAWN_TIMEOUT_S)
         except (OSError, TemplateUnavailable) as exc:
             self.close()
@@ -159,7 +163,8 @@ class Template:
                     self.proc.kill()
                     self.proc.wait()
             for pipe in (self.proc.stdin, self.proc.stdout):
-                pipe.close()
+                if pipe is not None:  # both are PIPEs (start)
+                    pipe.close()
         self.proc = None
         self.ready = False
         self._replies.clear()
@@ -181,6 +186,7 @@ class Template:
         """Read one chunk if one comes within ``timeout``, and sort its lines."""
         if self.proc is None:
             return False
+        assert self.proc.stdout is not None  # stdout=PIPE (start)
         fd = self.proc.stdout.fileno()
         # poll, not select: a broker with many tcp connections holds descriptors past 1023,
         # where select.select fails.

@@ -89,6 +89,11 @@ class Child:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    def terminate(self) -> None:
+        """SIGTERM this run's process (callers check ``running`` first)."""
+        if self.popen is not None:
+            self.popen.terminate()
+
 
 def argv_for(service: str, slot: int = 0) -> list[str]:
     """The command line of the process that serves ``service`` in ``slot``."""
@@ -296,7 +301,7 @@ class Supervisor:
         for child in self.children.values():
             if child.service == service and child.running:
                 child.stopping = True
-                child.popen.terminate()
+                child.terminate()
 
     def kill(self, pid: int) -> None:
         try:

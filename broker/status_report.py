@@ -1,0 +1,106 @@
+"""``status``: what the broker tells ``trusty-memory status``, ``doctor`` and the web page.
+
+Read-only over the broker's maps (services, workers, supervisor children, the template),
+so it can grow fields without touching the routing loop. Figures are from this moment:
+a worker's rate is over ``records.RATE_WINDOW_S``, its memory from /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from trusty_memory.broker import reader_scaling
+from trusty_memory.broker.records import Service, WorkerRec, rss_mb
+from trusty_memory.common import __version__
+from trusty_memory.common import protocol as p
+
+if TYPE_CHECKING:
+    from trusty_memory.broker.broker import Broker
+
+
+def worker_status(broker: Broker, service: Service, w: WorkerRec, now: float) -> dict:
+    info = {
+        "pid": w.pid,
+        "role": w.role,
+        "host": w.host,
+        "remote": w.remote,
+        "inflight": len(w.inflight),
+        "requests_per_s": round(w.rate(now), 2),
+        "rss_mb": None if w.remote else rss_mb(w.pid),
+    }
+    if service.name.startswith(p.PALACE_SERVICE_PREFIX):
+        writer = service.writer
+        info["seq"] = w.seq
+        info["lag"] = max(0, writer.seq - w.seq) if writer is not None else None
+    return info
+
+
+def status(broker: Broker) -> dict:
+    now = time.monotonic()
+    return {
+        "pid": os.getpid(),
+        "version": __version__,
+        "uptime_s": round(time.monotonic() - broker.started, 3),
+        "home": str(broker.config.home),
+        "host": broker.hostname,
+        "frontend": broker.config.frontend,
+        "backend": broker.config.backend,
+        "services": [
+            {
+                "name": s.name,
+                "workers": [worker_status(broker, s, w, now) for w in s.workers],
+                "queued": len(s.queue),
+                **scaling_status(broker, s.name),
+                "foreground_requests": s.foreground_requests,
+                "idle_s": round(time.monotonic() - s.last_foreground, 3),
+            }
+            for s in broker.services.values()
+        ],
+        "restarts": {
+            f"{c.service}#{c.slot}": c.starts - 1 for c in broker.supervisor.children.values()
+        },
+        "dreamer_pid": next(
+            (c.pid for c in broker.supervisor.children.values() if c.service == "dreamer"),
+            None,
+        ),
+        "mcp_host_pid": next(
+            (c.pid for c in broker.supervisor.children.values() if c.service == p.MCP_HOST_SERVICE),
+            None,
+        ),
+        "template": template_status(broker),
+        "crashes": broker.supervisor.crash_status(),
+        "palace_processes": broker.palace_processes(),
+        "max_workers": broker.max_workers,
+    }
+
+
+def scaling_status(broker: Broker, service_name: str) -> dict:
+    """A palace's wanted readers: its own setting, and those autoscale added."""
+    if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
+        return {}
+    palace = service_name[len(p.PALACE_SERVICE_PREFIX) :]
+    return {
+        "readers_wanted": reader_scaling.wanted_readers(broker, palace),
+        "readers_autoscaled": broker.autoscaler.extra(palace),
+    }
+
+
+def template_status(broker: Broker) -> dict | None:
+    """The palace-worker template: its pid and whether it forks yet (None: off)."""
+    template = broker.supervisor.template
+    if template is None:
+        return None
+    proc = template.proc if template.alive() else None
+    alive = proc is not None
+    off = broker.supervisor.fork_off_reason
+    return {
+        "pid": proc.pid if proc is not None else None,
+        "ready": alive and template.ready,
+        "rss_mb": rss_mb(proc.pid) if proc is not None else None,
+        "threads": template.threads if alive else None,
+        "forking": off is None and not template.refusals,
+        "fork_off_reason": off,
+        "refused_forks": template.refusals,
+    }
