@@ -86,6 +86,10 @@ def threads() -> tuple[int, list[str]]:
 
 def preload() -> None:
     """Import what every palace worker needs (the heavy part of its start-up)."""
+    # First: the store's package keeps sqlite-utils from loading pandas (see its __init__).
+    import trusty_memory.workers.store
+
+    # isort: split
     import hnswlib  # noqa: F401
     import msgspec  # noqa: F401
     import numpy  # noqa: F401
