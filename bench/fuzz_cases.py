@@ -27,8 +27,8 @@ from typing import Any
 
 import msgspec
 
-from trusty_memory.client.mcp.stdio import MAX_LINE_BYTES
-from trusty_memory.client.mcp.tools import tool_definitions
+from trusty_memory.client.mcp.lines import MAX_LINE_BYTES
+from trusty_memory.client.mcp.tool_sets import tool_definitions
 from trusty_memory.common import protocol as p
 
 Case = tuple[str, list[bytes]]  # stdin lines sent together

@@ -14,7 +14,7 @@ handshake into it under the relay's ``handshake_id``, dropping the SDK's answers
 id (the relay's edge already answered the client; a client that initialises again is
 relayed the same way).
 Then JSON-RPC lines flow both ways, UTF-8, under the limits of
-``mcp_stdio.line_limits`` for this home's settings: a reply longer than a line may be is
+``mcp_lines.line_limits`` for this home's settings: a reply longer than a line may be is
 answered with an error naming the limit (it would otherwise be dropped by the relay), and a
 line from the relay over the request limit, or not JSON, is answered with an error for the
 id read from it; the session goes on either way.
@@ -36,19 +36,22 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from trusty_memory.client.mcp.stdio import (
-    INTERNAL_ERROR,
+from trusty_memory.client.mcp.lines import (
     READ_CHUNK,
+    Line,
     LineSplitter,
     TooLong,
     configured_limits,
+    salvage,
+)
+from trusty_memory.client.mcp.stdio import (
+    INTERNAL_ERROR,
     dump_line,
     error_message,
     id_key,
     label_of,
     reply_too_long,
     request_too_long,
-    salvage,
 )
 
 PARENT_CHECK_S = 1.0
@@ -167,7 +170,7 @@ class Host:
             return b""  # a notification: nobody waits on it
         return dump_line(reply_too_long(message["id"], label, self.limits.reply, size))
 
-    def parse(self, line: bytes | TooLong, send: Any) -> dict[str, Any] | None:
+    def parse(self, line: Line | TooLong, send: Any) -> dict[str, Any] | None:
         """A message from the relay, or None once a line that cannot be one is answered."""
         if isinstance(line, TooLong):
             self.log.warning("request over the line limit", id=line.id)
@@ -206,7 +209,7 @@ class Waiting:
         return "message"
 
 
-async def read_lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[bytes | TooLong]:
+async def read_lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[Line | TooLong]:
     """The lines of a stream, each at most ``limit`` bytes; a longer one as ``TooLong``."""
     splitter = LineSplitter(limit)
     while chunk := await reader.read(READ_CHUNK):

@@ -24,6 +24,7 @@ import json
 import os
 import secrets
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +191,7 @@ def _quiet_uvicorn_server(config: Any) -> Any:
 
     class QuietSignals(uvicorn.Server):
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[override]
+        def capture_signals(self) -> Iterator[None]:
             yield
 
     return QuietSignals(config)

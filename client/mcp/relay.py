@@ -13,7 +13,7 @@ What the relay answers itself, without the daemon:
   parameters and hands them to the host in its hello, so a (re)connected host session is
   initialised the same way.
 * ``ping`` and a plain ``tools/list`` once the session is initialised: the tool table is
-  plain data (``mcp/tools.py``) and a test holds these answers equal to the SDK's, for
+  plain data (``mcp/tool_sets.py``) and a test holds these answers equal to the SDK's, for
   every protocol revision. So a session that only lists tools starts no daemon, and
   ``tools/list`` comes back in milliseconds after spawn.
 
@@ -26,7 +26,7 @@ with an error (never left hanging) and the next one reconnects.
 Wire to the host: a stream of JSON lines (UTF-8). The relay's first line is a hello,
 ``{"palace": ..., "tools": "contract" or "extended", "initialize": params or null,
 "initialized": bool, "handshake_id": id}``; then JSON-RPC messages both ways. Lines are
-bounded both ways by the limits of ``mcp_stdio.line_limits``: a request that would be
+bounded both ways by the limits of ``mcp_lines.line_limits``: a request that would be
 longer than the host reads is answered here; a reply line from the host that is longer
 than the relay reads, or not JSON, is skipped and its request answered with an error
 (its id read from the line), never left waiting.
@@ -45,18 +45,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trusty_memory.client.mcp.lines import (
+    READ_CHUNK,
+    IdScanner,
+    Line,
+    LineLimits,
+    LineSplitter,
+    TooLong,
+    salvage,
+)
 from trusty_memory.client.mcp.stdio import (
     EOF,
     EOF_DRAIN_S,
     GRACE_S,
     HARD_EXIT_S,
     INTERNAL_ERROR,
-    READ_CHUNK,
-    IdScanner,
-    LineLimits,
-    LineSplitter,
     StdioEdge,
-    TooLong,
     dump_line,
     error_message,
     exit_after,
@@ -64,7 +68,6 @@ from trusty_memory.client.mcp.stdio import (
     label_of,
     reply_too_long,
     request_too_long,
-    salvage,
 )
 
 START_TIMEOUT_S = 60.0  # a daemon start, model preparation included
@@ -247,7 +250,7 @@ class HostLink:
         self.sock.close()
         self._on_closed(self)
 
-    def _read_one(self, item: bytes | TooLong) -> None:
+    def _read_one(self, item: Line | TooLong) -> None:
         if isinstance(item, TooLong):
             self._on_dropped(item)
             return
@@ -316,7 +319,7 @@ class Relay:
     def _local(self, method: str) -> dict[str, Any]:
         if method == "ping":
             return {}
-        from trusty_memory.client.mcp.tools import tool_definitions
+        from trusty_memory.client.mcp.tool_sets import tool_definitions
 
         return {"tools": tool_definitions(self.palace, self.tools)}
 
@@ -360,16 +363,18 @@ class Relay:
         self._send(message)
 
     def _send(self, message: dict[str, Any]) -> None:
+        link = self.link
+        assert link is not None  # _forward connected first, and a link is never unset
         try:
-            self.link.send(message)
+            link.send(message)
         except OSError:
-            self.link.close()  # the reader thread settles what was in flight
+            link.close()  # the reader thread settles what was in flight
         except LineTooLong as exc:
             # Re-encoding can lengthen a line that fitted on stdin (1e15 is written
             # 1000000000000000.0): answered here, as stdin's limit would have been.
             self.log.warning("request over the line limit", request=label_of(message))
             if "id" in message and "method" in message:
-                limit = self.link.limits.request
+                limit = link.limits.request
                 self._from_host(request_too_long(message["id"], limit, f" ({exc})"))
 
     def connect_if_running(self) -> None:
@@ -388,7 +393,11 @@ class Relay:
             link = HostLink(
                 sock, self._from_host, self._host_closed, self._dropped, self.edge.limits
             )
-            hello = {"palace": self.palace, "tools": self.tools, "initialize": self.init_params}
+            hello: dict[str, Any] = {
+                "palace": self.palace,
+                "tools": self.tools,
+                "initialize": self.init_params,
+            }
             hello.update(initialized=self.initialized, handshake_id=self.handshake_id)
             try:
                 link.send(hello)

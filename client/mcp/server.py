@@ -3,17 +3,18 @@
 Two ways to run, one contract:
 
 * **Relayed** (the default; the daemon is on this machine): ``serve`` is the stdio edge
-  plus :mod:`.mcp_relay`, the standard library only; the SDK sessions run in the daemon's
-  MCP host (:mod:`.mcp_host`), one process for every session on the machine.
+  plus :mod:`.relay`, the standard library only; the SDK sessions run in the daemon's
+  MCP host (:mod:`.host`), one process for every session on the machine.
 * **Direct** (``--http``, or a daemon on another host): the SDK runs in this process.
 
 The modules:
 
-* :mod:`.mcp_stdio` - the stdio edge: framing, parse errors, the instant ``initialize``,
+* :mod:`.stdio` - the stdio edge: framing, parse errors, the instant ``initialize``,
   contract spellings of errors. Standard library only.
-* :mod:`.mcp_tools` - the ten tools: schemas verbatim from the contract, argument checks,
-  result shapes. No SDK, no ZeroMQ. :mod:`.mcp_tools_extended` - what ``--tools
-  extended`` adds (off by default, so ``tools/list`` stays the contract's).
+* :mod:`.tools` - the ten tools, one record each: schemas verbatim from the contract,
+  argument checks, result shapes. No SDK, no ZeroMQ. :mod:`.tools_extended` - what
+  ``--tools extended`` adds (off by default, so ``tools/list`` stays the contract's);
+  :mod:`.tool_sets` serves either set.
 * this module - wiring: the SDK's low-level ``Server`` with ``tools/list`` and
   ``tools/call`` handlers (:func:`build_server`), one SDK session fed message by message
   (:class:`SdkSession`, also the host's), the ``--palace`` default, direct mode with its
@@ -131,7 +132,7 @@ def run_serve(
 
 def tool_set(flag: str | None) -> str:
     """The tool set to serve: the flag, else the environment or config (``[mcp] tools``)."""
-    from trusty_memory.client.mcp.tools_extended import TOOL_SETS
+    from trusty_memory.client.mcp.tool_sets import TOOL_SETS
 
     if flag is None:
         from trusty_memory.common.config import load_config

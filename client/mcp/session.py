@@ -95,7 +95,8 @@ class FrontEnd:
             await asyncio.shield(self._ensure_task())
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-        from trusty_memory.client.mcp.tools import ToolError, call_tool
+        from trusty_memory.client.mcp.tool_record import ToolError
+        from trusty_memory.client.mcp.tool_sets import call_tool
 
         started = time.perf_counter()
         try:
@@ -121,7 +122,8 @@ def build_server(front: FrontEnd, version: str) -> Any:
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
 
-    from trusty_memory.client.mcp.tools import ToolError, tool_definitions
+    from trusty_memory.client.mcp.tool_record import ToolError
+    from trusty_memory.client.mcp.tool_sets import tool_definitions
 
     tools = [
         types.Tool.model_validate(t) for t in tool_definitions(front.default_palace, front.tools)

@@ -7,11 +7,11 @@ SDK and the contract (seeds/000) disagree or where start-up time matters:
   ``-32700 Parse error: …`` with ``id: null`` and reading goes on (the SDK's stdio transport
   answers nothing). A JSON array is a batch, which the contract does not support: it gets
   ``-32600`` and none of it is processed.
-* **Line limits.** Every hop (stdin, relay -> host, host -> relay, stdout) reads and writes
-  lines under limits derived from the largest legal message (:func:`line_limits`). A line
-  over one is never held: it is skipped, its top-level ``id`` read on the way
-  (:class:`IdScanner`), and the side that drops it answers that id with an error naming
-  the limit, so no request is left without an answer.
+* **Line limits.** Every hop reads and writes lines under limits derived from the largest
+  legal message (``lines.py``). A line over one is never held: it is skipped, its
+  top-level ``id`` read on the way, and the side that drops it answers that id with an
+  error naming the limit (``request_too_long``, ``reply_too_long``), so no request is left
+  without an answer.
 * **Methods.** The contract recognises only ``initialize``, ``ping``, ``tools/list``,
   ``tools/call`` and the two notifications; any other request gets ``-32601 Method not
   found: <method>`` (the SDK says ``Method not found`` and puts the method in ``data``).
@@ -37,10 +37,19 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
+
+from trusty_memory.client.mcp.lines import (
+    DEFAULT_LIMITS,
+    READ_CHUNK,
+    Line,
+    LineLimits,
+    LineSplitter,
+    TooLong,
+    configured_limits,
+)
 
 # The handshake revisions the SDK serves (mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS,
 # kept in step by a test). Copied, because importing mcp_types costs ~250 ms.
@@ -63,7 +72,8 @@ SERVER_NAME = "trusty-memory"
 
 EOF = object()  # handed to the sink when stdin closes
 
-Sink = Callable[[Any], None]  # receives a message dict, or EOF; called from the reader thread
+# Receives a message dict, or EOF; called from the reader thread. What it returns is dropped.
+Sink = Callable[[Any], object]
 
 
 def id_key(rid: Any) -> str:
@@ -140,81 +150,6 @@ def dump_line(message: dict[str, Any]) -> bytes:
         return (json.dumps(message, separators=(",", ":")) + "\n").encode("ascii")
 
 
-# --------------------------------------------------------------------------------------
-# Line limits: derived from the largest legal message, in one place, for every hop.
-
-# The settings the limits follow, at their defaults (``[palace] max_text_bytes`` and
-# ``max_top_k``; copied, because the edge starts before any config is read; a test keeps
-# them in step).
-DEFAULT_MAX_TEXT_BYTES = 64 * 1024
-DEFAULT_MAX_TOP_K = 1000
-# The most drawers one reply carries besides recall's ``top_k``: the workers' caps on
-# memory_list, memory_search and archive_list (LIST_LIMIT_MAX, SEARCH_LIMIT_MAX,
-# ARCHIVE_LIMIT_MAX; kept in step by a test).
-MAX_LISTED = 1000
-# The most bytes one byte of text takes in a JSON string: a control character, ``\u0001``.
-ESCAPED_BYTES = 6
-# A tool's result is in its reply twice: as ``structuredContent`` (6 bytes a byte, as
-# above) and as the JSON text of ``content[0]``, a string in the line, where that escape is
-# escaped once more (``\\u0001``, 7).
-REPLY_BYTES_PER_TEXT_BYTE = 2 * ESCAPED_BYTES + 1
-# A result's fields beside its text (id, room, tags, times, score), counted as text: well
-# above what an agent attaches. A drawer with more makes a longer reply, which is then
-# answered with an error naming the limit (tags have no bound of their own here).
-RESULT_FIELDS_BYTES = 16 * 1024
-# What a request may carry besides its one text (a drawer's text, a recall's query): tags,
-# a room, a fact's fields, none bounded by a setting here. It was the one line limit before
-# the limits were derived, so no request accepted then is refused now.
-FREE_STRINGS_BYTES = 16 * 2**20
-ENVELOPE_BYTES = 2**20  # the JSON-RPC around it all, and room to spare
-
-
-class LineLimits(NamedTuple):
-    """The longest line, in bytes without its newline, each way."""
-
-    request: int  # client -> server: stdin, relay -> host
-    reply: int  # server -> client: host -> relay, stdout
-
-
-def line_limits(
-    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES, max_top_k: int = DEFAULT_MAX_TOP_K
-) -> LineLimits:
-    """The limits that let the largest legal message through, every byte escaped its worst.
-
-    With the defaults: a request of 18.2 MB (one text of 64 KiB as ``\\u0001``s, plus
-    the free strings), a reply of 1.07 GB (1,000 drawers and the query a recall echoes,
-    each 64 KiB of text and 16 KiB of fields, at 13 bytes a byte). A limit is a ceiling,
-    not an allocation: a line costs what it holds.
-    """
-    request = max_text_bytes * ESCAPED_BYTES + FREE_STRINGS_BYTES + ENVELOPE_BYTES
-    texts = max(MAX_LISTED, max_top_k) + 1
-    results = texts * (max_text_bytes + RESULT_FIELDS_BYTES) * REPLY_BYTES_PER_TEXT_BYTE
-    # A reply may echo its request (an unknown method's name): never less than one.
-    return LineLimits(request, max(results, request) + ENVELOPE_BYTES)
-
-
-DEFAULT_LIMITS = line_limits()
-MAX_LINE_BYTES = DEFAULT_LIMITS.request  # a request line's limit with the default settings
-
-
-def configured_limits(config: Any = None) -> LineLimits:
-    """The limits for this home's settings (``config``, else loaded now), with
-    ``[mcp] max_reply_bytes`` (``TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES``) over the reply's;
-    the defaults' if the settings cannot be read (their own error surfaces where they are
-    needed)."""
-    try:
-        if config is None:
-            from trusty_memory.common.config import load_config
-
-            config = load_config()
-        limits = line_limits(config.palace.max_text_bytes, config.palace.max_top_k)
-        if config.mcp.max_reply_bytes > 0:
-            limits = limits._replace(reply=config.mcp.max_reply_bytes)
-    except Exception:
-        limits = DEFAULT_LIMITS
-    return limits
-
-
 def reply_too_long(rid: Any, label: str, limit: int, size: int | None = None) -> dict[str, Any]:
     """The error that answers a request whose reply did not fit in a line."""
     what = f"the reply is {size} bytes," if size is not None else "the reply is"
@@ -229,220 +164,6 @@ def reply_too_long(rid: Any, label: str, limit: int, size: int | None = None) ->
 def request_too_long(rid: Any, limit: int, where: str = "") -> dict[str, Any]:
     """The error that answers a request line over the limit (``id: null`` if it had none)."""
     return error_message(rid, PARSE_ERROR, f"Parse error: line longer than {limit} bytes{where}")
-
-
-# --------------------------------------------------------------------------------------
-# Reading lines under a limit, and what a line too long to parse still tells.
-
-READ_CHUNK = 2**16  # per read: big lines take more reads; small ones stay cheap
-_STRUCTURAL = re.compile(rb'["{}\[\],:]')
-_ROLE_KEYS = frozenset({"method", "result", "error"})
-
-
-class IdScanner:
-    """Reads a JSON-RPC object's top-level ``id`` (and whether it has a ``method``, a
-    ``result`` or an ``error``) from a line fed a chunk at a time, holding none of it.
-
-    What lets a side that drops a line answer it: the id may come first (the SDK's order)
-    or last, so the whole line is scanned. Strings are skipped with ``bytes.find`` (C
-    speed, however long); the structure between them costs a Python step per character,
-    so a pathological line (a million brackets) stops being scanned after ``MAX_STEPS``
-    and keeps what it found by then.
-    """
-
-    MAX_STEPS = 1_000_000
-    MAX_CAPTURE = 4096  # a key or an id longer than this is not worth keeping
-
-    def __init__(self) -> None:
-        self.id: Any = None  # the last valid top-level id (a string or an integer)
-        self.keys: set[str] = set()  # which of method, result and error it has
-        self._steps = 0
-        self._depth = 0
-        self._object = False  # the top level is an object
-        self._in_string = False
-        self._backslashes = 0  # a run of them ending the last chunk inside a string
-        self._want_key = False
-        self._key: str | None = None  # the top-level key whose value comes next
-        self._capturing = ""  # "key" or "id": what _capture holds, at the top level
-        self._capture: bytearray | None = None
-
-    @property
-    def answerable(self) -> bool:
-        """Known to be a request or a response with an id (it may still change: a second
-        ``id`` later in the line would win, as in ``json.loads``)."""
-        return self.id is not None and bool(self.keys)
-
-    def feed(self, data: bytes, start: int = 0, end: int | None = None) -> None:
-        pos, end = start, len(data) if end is None else end
-        while pos < end and self._steps < self.MAX_STEPS:
-            self._steps += 1
-            step = self._string if self._in_string else self._structure
-            pos = step(data, pos, end)
-
-    def _string(self, data: bytes, pos: int, end: int) -> int:
-        quote = data.find(b'"', pos, end)
-        stop = end if quote < 0 else quote
-        run = 0  # the backslashes just before stop
-        if stop > pos and data[stop - 1] == 0x5C:
-            run = stop - pos - len(data[pos:stop].rstrip(b"\\"))
-        if run == stop - pos:
-            run += self._backslashes  # the run began in an earlier chunk
-        if quote < 0:
-            self._keep(data, pos, end)
-            self._backslashes = run
-            return end
-        self._backslashes = 0
-        self._keep(data, pos, quote + 1)
-        if run % 2 == 0:  # not escaped: the string ends
-            self._in_string = False
-            if self._capturing == "key":
-                self._key = self._decoded()
-                if self._key in _ROLE_KEYS:
-                    self.keys.add(self._key)
-                self._capturing, self._capture = "", None
-        return quote + 1
-
-    def _structure(self, data: bytes, pos: int, end: int) -> int:
-        found = _STRUCTURAL.search(data, pos, end)
-        stop = end if found is None else found.start()
-        if self._capturing == "id":
-            self._keep(data, pos, stop)
-        if found is None:
-            return end
-        char = data[stop : stop + 1]
-        top = self._depth == 1 and self._object
-        if char == b'"':
-            self._in_string = True
-            if top and self._want_key:
-                self._capturing, self._capture = "key", bytearray()
-            self._keep(data, stop, stop + 1)
-        elif char in (b"{", b"["):
-            if top and self._capturing == "id":
-                self._capturing, self._capture = "", None  # an object is no id
-            self._depth += 1
-            if self._depth == 1:
-                self._object = self._want_key = char == b"{"
-        elif char in (b"}", b"]"):
-            if top:
-                self._value_end()
-            self._depth = max(0, self._depth - 1)
-        elif char == b",":
-            if top:
-                self._value_end()
-                self._want_key = True
-        elif top:  # ":"
-            self._want_key = False
-            if self._key == "id":
-                self._capturing, self._capture = "id", bytearray()
-        return stop + 1
-
-    def _keep(self, data: bytes, start: int, end: int) -> None:
-        if self._capture is not None:
-            if len(self._capture) + end - start > self.MAX_CAPTURE:
-                self._capture = None
-            else:
-                self._capture += data[start:end]
-
-    def _decoded(self) -> Any:
-        try:
-            return json.loads(self._capture) if self._capture else None
-        except ValueError:
-            return None
-
-    def _value_end(self) -> None:
-        if self._capturing == "id":
-            value = self._decoded()
-            valid = isinstance(value, str | int) and not isinstance(value, bool)
-            self.id = value if valid else None
-        self._capturing, self._capture, self._key = "", None, None
-
-
-def salvage(line: bytes) -> IdScanner:
-    """What an unparseable line still tells (its id, whether it is a request)."""
-    scanner = IdScanner()
-    scanner.feed(line)
-    return scanner
-
-
-class TooLong(NamedTuple):
-    """A line over the limit, dropped unread: what it said of itself."""
-
-    id: Any  # its top-level id, if one could be read; else None
-    keys: frozenset[str]  # which of method, result and error it has (all that could be read)
-
-    @property
-    def is_request(self) -> bool:
-        return "method" in self.keys
-
-
-class LineSplitter:
-    """Splits a byte stream into lines of at most ``limit`` bytes (newline not counted).
-
-    Sans I/O, so the edge's blocking reads, the relay's socket and the host's asyncio
-    stream split the same way. ``feed`` returns the lines completed (each ending in
-    ``\\n``) and, for each line over the limit, one :class:`TooLong`: as soon as its id
-    and role are known (a client that never ends the line is still answered), else when
-    it ends. Such a line is scanned as it passes, never held: memory stays within a
-    line's limit whatever a peer sends.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._buf = bytearray()
-        self._skipping = False  # inside a line over the limit
-        self._scanner: IdScanner | None = None  # ... whose TooLong is still to come
-
-    def feed(self, data: bytes) -> list[bytes | TooLong]:
-        out: list[bytes | TooLong] = []
-        pos, size = 0, len(data)
-        while pos < size:
-            newline = data.find(b"\n", pos)
-            end = size if newline < 0 else newline + 1
-            text_end = end - (newline >= 0)  # the line's bytes without its newline
-            if not self._skipping and len(self._buf) + text_end - pos > self.limit:
-                self._skipping, self._scanner = True, IdScanner()
-                self._scanner.feed(self._buf)
-                self._buf = bytearray()
-            if self._skipping:
-                self._scan(data, pos, end, out)
-                if newline >= 0:
-                    self._finish(out)
-            else:
-                self._buf += data[pos:end]
-                if newline >= 0:
-                    out.append(self._take())
-            pos = end
-        return out
-
-    def end(self) -> list[bytes | TooLong]:
-        """At the end of the stream: a last line without its newline, or its TooLong."""
-        out: list[bytes | TooLong] = []
-        if self._skipping:
-            self._finish(out)
-        elif self._buf:
-            out.append(self._take())
-        return out
-
-    def _scan(self, data: bytes, start: int, end: int, out: list[bytes | TooLong]) -> None:
-        if self._scanner is None:
-            return  # answered already: only the newline matters
-        self._scanner.feed(data, start, end)
-        if self._scanner.answerable:
-            self._emit(out)
-
-    def _finish(self, out: list[bytes | TooLong]) -> None:
-        if self._scanner is not None:
-            self._emit(out)
-        self._skipping = False
-
-    def _emit(self, out: list[bytes | TooLong]) -> None:
-        assert self._scanner is not None
-        out.append(TooLong(self._scanner.id, frozenset(self._scanner.keys)))
-        self._scanner = None
-
-    def _take(self) -> bytes:
-        line, self._buf = self._buf, bytearray()
-        return line  # a bytearray: json.loads and decode take it without a copy
 
 
 class StdioEdge:
@@ -498,6 +219,8 @@ class StdioEdge:
         """Claim the std fds and start the reader and writer threads."""
         if not self._configured:
             self.limits = configured_limits()
+        if self._stdin_fd == 0:
+            say_when_on_a_terminal()
         self._in_fd = os.dup(self._stdin_fd)
         self._out_fd = os.dup(self._stdout_fd)
         if self._stdin_fd == 0 and self._stdout_fd == 1:
@@ -616,7 +339,7 @@ class StdioEdge:
                 break
         self._deliver(EOF)
 
-    def _read_one(self, item: bytes | TooLong) -> None:
+    def _read_one(self, item: Line | TooLong) -> None:
         if isinstance(item, TooLong):
             # Answered even while shutting down, as every bad line is: with the request's
             # id when the line had one (and was a request), else with id null.
@@ -633,7 +356,7 @@ class StdioEdge:
         except Exception as exc:  # a bug must not end the reading: log, go on
             self.log("stdin line failed", {"error": repr(exc)})
 
-    def handle_line(self, line: bytes) -> None:
+    def handle_line(self, line: Line) -> None:
         """Decode one line and route it (public for tests)."""
         try:
             text = line.decode("utf-8")
@@ -746,6 +469,25 @@ class StdioEdge:
 
 GRACE_S = 1.5  # in-flight calls get this long after SIGTERM/SIGINT; the contract allows 2 s
 HARD_EXIT_S = 1.9  # after a signal, exit 0 by then whatever is still running (a stuck thread)
+
+TERMINAL_NOTICE = (
+    "trusty-memory serve: long-term memory for coding agents, over MCP. It waits for an MCP"
+    " client on stdin (an agent spawns it) and prints nothing more here.\n"
+    "To register it with your agent, see the README's section 'Using it from an agent'."
+    " Ctrl-D quits.\n"
+)
+
+
+def say_when_on_a_terminal(stdin_fd: int = 0, stderr_fd: int = 2) -> None:
+    """Started by a person at a terminal rather than by an agent through a pipe, ``serve``
+    would look hung: say on stderr what it is and what it waits for."""
+    try:
+        if os.isatty(stdin_fd):
+            os.write(stderr_fd, TERMINAL_NOTICE.encode())
+    except OSError:
+        pass  # no stderr to say it on
+
+
 EOF_DRAIN_S = 120.0  # after stdin EOF, requests already read may still finish (model loads)
 
 

@@ -23,7 +23,8 @@ from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in,
 from tests.mcp.test_http import _http_session, _listening, _token, free_port
 from tests.mcp.test_output_schemas import strict
 from trusty_memory.client.mcp import tools_extended as ext
-from trusty_memory.client.mcp.tools import TOOL_NAMES, tool_definitions
+from trusty_memory.client.mcp.tool_sets import tool_definitions
+from trusty_memory.client.mcp.tools import TOOL_NAMES
 from trusty_memory.client.sync import Client
 
 EXTENDED_NAMES = [*TOOL_NAMES, *ext.TOOLS]
@@ -411,7 +412,8 @@ def test_bad_arguments_fail_fast_with_the_cause_and_the_server_goes_on(raw_serve
 def test_the_contract_set_neither_knows_nor_passes_the_extended_arguments():
     """With the set off, the extended names are unknown tools and kg_query's as_of is an
     unknown argument, ignored as any other is: the daemon gets the contract's request."""
-    from trusty_memory.client.mcp.tools import ToolError, plan_call
+    from trusty_memory.client.mcp.tool_record import ToolError
+    from trusty_memory.client.mcp.tool_sets import plan_call
 
     for name in ext.TOOLS:
         with pytest.raises(ToolError, match=f"^unknown tool: {name}$"):

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from trusty_memory.client.mcp.stdio import MAX_LINE_BYTES
+from trusty_memory.client.mcp.lines import MAX_LINE_BYTES
 
 NO_DAEMON = {"TRUSTY_MEMORY_BROKER_FRONTEND": "tcp://127.0.0.1:9"}
 

@@ -25,8 +25,8 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Daemon
 from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in, tool_json
-from trusty_memory.client.mcp import stdio as mcp_stdio
-from trusty_memory.client.mcp.stdio import (
+from trusty_memory.client.mcp import lines as mcp_lines
+from trusty_memory.client.mcp.lines import (
     MAX_LINE_BYTES,
     IdScanner,
     LineSplitter,
@@ -234,13 +234,13 @@ def test_an_endless_line_is_answered_at_once_and_never_held(raw_serve):
 
 
 def test_the_limits_follow_the_settings_and_the_workers_caps():
-    from trusty_memory.workers.store.maintenance import ARCHIVE_LIMIT_MAX
+    from trusty_memory.workers.store.archive import ARCHIVE_LIMIT_MAX
     from trusty_memory.workers.store.read import LIST_LIMIT_MAX
     from trusty_memory.workers.store.search import SEARCH_LIMIT_MAX
 
-    assert PalaceSettings().max_text_bytes == mcp_stdio.DEFAULT_MAX_TEXT_BYTES
-    assert PalaceSettings().max_top_k == mcp_stdio.DEFAULT_MAX_TOP_K
-    assert max(LIST_LIMIT_MAX, SEARCH_LIMIT_MAX, ARCHIVE_LIMIT_MAX) == mcp_stdio.MAX_LISTED
+    assert PalaceSettings().max_text_bytes == mcp_lines.DEFAULT_MAX_TEXT_BYTES
+    assert PalaceSettings().max_top_k == mcp_lines.DEFAULT_MAX_TOP_K
+    assert max(LIST_LIMIT_MAX, SEARCH_LIMIT_MAX, ARCHIVE_LIMIT_MAX) == mcp_lines.MAX_LISTED
     limits = line_limits()
     assert MAX_LINE_BYTES == limits.request > OLD_LIMIT  # nothing accepted before is refused
     # 1,000 drawers and the query, each 64 KiB of control characters in both copies.

@@ -154,7 +154,7 @@ def test_every_tool_result_matches_its_output_schema():
 
 def test_the_strict_check_catches_extra_and_missing_fields():
     """The checks above must fail on results that do not match."""
-    from trusty_memory.client.mcp.tools import tool_definitions
+    from trusty_memory.client.mcp.tool_sets import tool_definitions
 
     schemas = {t["name"]: t["outputSchema"] for t in tool_definitions()}
     recall = strict(schemas["memory_recall"])

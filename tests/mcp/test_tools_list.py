@@ -14,7 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.mcp.conftest import sdk_session
-from trusty_memory.client.mcp.tools import tool_definitions
+from trusty_memory.client.mcp.tool_sets import tool_definitions
 
 # Copied from the contract (seeds/000, section 4, "Full tools/list response").
 CONTRACT_TOOLS = [

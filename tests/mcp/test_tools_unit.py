@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from trusty_memory.client.mcp.tools import ToolError, call_tool
+from trusty_memory.client.mcp.tool_record import ToolError
+from trusty_memory.client.mcp.tool_sets import call_tool
 from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
