@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trusty_memory.client.cli.output import output
+from trusty_memory.client.cli.parser import actions, command
 from trusty_memory.common import __version__
 from trusty_memory.common.config import Config
 from trusty_memory.common.home import tree_size
@@ -268,17 +270,48 @@ def tail(path: Path, lines: int) -> list[str]:
     return data.decode(errors="replace").splitlines()[-lines:]
 
 
-def follow(path: Path, out: Any, poll_s: float = 0.25) -> None:
-    """Print what is appended to ``path`` until interrupted (``logs -f``)."""
+def follow(path: Path, out: Any, poll_s: float = 0.25, render: Any = None) -> None:
+    """Print what is appended to ``path`` until interrupted (``logs -f``), each line
+    through ``render`` when given."""
     with path.open("rb") as f:
         f.seek(0, os.SEEK_END)
         while True:
             line = f.readline()
             if line:
-                out.write(line.decode(errors="replace"))
+                text = line.decode(errors="replace")
+                out.write(render(text.rstrip("\n")) + "\n" if render else text)
                 out.flush()
             else:
                 time.sleep(poll_s)
+
+
+_LOG_FIELDS = ("timestamp", "level", "actor", "pid", "event")
+
+
+def render_log_line(line: str) -> str:
+    """One JSON log line for people: ``time  level  actor[pid]  event  key=value ...``,
+    a traceback on the lines below; a line that is not such JSON as it is."""
+    import json
+
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(record, dict) or "event" not in record:
+        return line
+    stamp = str(record.get("timestamp", "")).replace("T", " ")[:19]
+    who = str(record.get("actor", "")) + (f"[{record['pid']}]" if record.get("pid") else "")
+    trace = record.pop("exception", None)
+    rest = "  ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+        for k, v in record.items()
+        if k not in _LOG_FIELDS
+    )
+    text = f"{stamp}  {record.get('level', ''):<7} {who:<20} {record['event']}"
+    text += f"  {rest}" if rest else ""
+    if trace:
+        text += "\n" + "\n".join("    " + t for t in str(trace).splitlines())
+    return text
 
 
 # -- config show -----------------------------------------------------------------------
@@ -310,3 +343,93 @@ def _toml(value: Any) -> str:
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return str(value)
+
+
+# -- the verbs -------------------------------------------------------------------------
+
+
+def cmd_doctor(args) -> int:
+    from trusty_memory.common.config import load_config
+
+    checks = doctor(load_config())
+    data = {"ok": all(ok for _, ok, _ in checks),
+            "checks": [{"check": n, "ok": ok, "detail": d} for n, ok, d in checks]}  # fmt: skip
+    text = "\n".join(f"{'ok  ' if ok else 'FAIL'}  {name}: {detail}" for name, ok, detail in checks)
+    output(args, data, text)
+    return 0 if data["ok"] else 1
+
+
+def cmd_setup(args) -> int:
+    from trusty_memory.common.config import load_config
+    from trusty_memory.common.protocol import ErrorCode, TrustyError
+
+    config = load_config()
+    if not config.embedder.compiled:
+        output(args, {"ok": True, "compiled": False}, "compiled model off: nothing to prepare")
+        return 0
+    progress = StepLine()
+    try:
+        data = setup(config, progress, clean=args.clean)
+    except Exception as exc:
+        raise TrustyError(ErrorCode.EMBEDDER_UNAVAILABLE, f"setup failed: {exc}") from exc
+    finally:
+        progress.close()
+    how = "compiled" if data["built"] else "already compiled"
+    text = f"model ready: {data['directory']} ({data['bytes'] / 2**20:.0f} MB, {how}, "
+    text += f"{data['seconds']:.1f} s)"
+    for gone in data["removed"]:
+        text += f"\nremoved {gone['path']} ({gone['bytes'] / 2**20:.0f} MB)"
+    output(args, data, text)
+    return 0
+
+
+def cmd_logs(args) -> int:
+    """The daemon's log: readable lines on a terminal, its JSON lines as they are when
+    piped (for jq), and ``{"path", "lines"}`` with ``--json``."""
+    import json
+
+    from trusty_memory.common.config import load_config
+
+    path = log_path(load_config())
+    lines = tail(path, args.lines)
+    if args.json:
+        print(json.dumps({"path": str(path), "lines": lines}, indent=2))
+        return 0
+    render = render_log_line if sys.stdout.isatty() else None
+    for line in lines:
+        print(render(line) if render else line)
+    if args.follow:
+        sys.stdout.flush()
+        follow(path, sys.stdout, render=render)
+    elif not path.exists():
+        print(f"(no log yet at {path})", file=sys.stderr)
+    return 0
+
+
+def cmd_config_show(args) -> int:
+    from trusty_memory.common.config import load_config
+
+    config = load_config()
+    output(args, config_dict(config), config_toml(config))
+    return 0
+
+
+def register(sub) -> None:
+    s = command(
+        sub,
+        "setup",
+        cmd_setup,
+        "prepare the model now: compile it once per machine (else the first start does)",
+    )
+    s.add_argument(
+        "--clean", action="store_true", help="also remove the cache's other compiled models"
+    )
+    command(sub, "doctor", cmd_doctor, "check the install, model cache, daemon and home")
+    s = command(
+        sub, "logs", cmd_logs,
+        "the daemon's log (readable on a terminal; JSON lines when piped or with --json)",
+    )  # fmt: skip
+    s.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")
+    s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    config = actions(sub, "config", "the effective configuration")
+    command(config, "show", cmd_config_show, "file, environment and defaults, merged")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from trusty_memory.client.cli.output import output
+from trusty_memory.client.cli.parser import actions, command
 
 
 def _home():
@@ -73,3 +74,18 @@ def cmd_keys_revoke(args) -> int:
     )
     output(args, data, text)
     return 0
+
+
+def register(sub) -> None:
+    keys = actions(sub, "keys", "CURVE keys for a daemon on tcp, and who may connect")
+    command(keys, "init", cmd_keys_init, "create this home's server and client key pairs")
+    s = command(keys, "show", cmd_keys_show, "this home's public keys")
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--server", action="store_true", help="print only the server key")
+    which.add_argument("--client", action="store_true", help="print only the client key")
+    s = command(keys, "add", cmd_keys_add, "allow a client's public key in")
+    s.add_argument("name", help="who it is (letters, digits, '.', '_', '-')")
+    s.add_argument("public_key", help="its public key (`keys show --client` on its host)")
+    command(keys, "list", cmd_keys_list, "allowed and revoked client keys")
+    s = command(keys, "revoke", cmd_keys_revoke, "refuse a client's key from now on")
+    s.add_argument("name", help="the name it was added under")

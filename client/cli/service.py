@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from trusty_memory.client.cli.output import output
+from trusty_memory.client.cli.parser import actions, command
 
 
 def _service_manager(args):
@@ -109,3 +110,40 @@ def cmd_service_uninstall(args) -> int:
         text = f"no unit at {unit.path}"
     output(args, data, text)
     return 0
+
+
+def register(sub) -> None:
+    service = actions(
+        sub, "service", "a systemd unit (a launchd agent on macOS) for this installation"
+    )
+    for name, fn, help in (
+        ("install", cmd_service_install, "write the systemd unit (macOS: launchd agent)"),
+        ("uninstall", cmd_service_uninstall, "remove what `service install` wrote"),
+    ):
+        s = command(service, name, fn, help)
+        manager = s.add_mutually_exclusive_group()
+        manager.add_argument(
+            "--systemd", dest="manager", action="store_const", const="systemd", default=None,
+            help="a systemd unit (the default, except on macOS)",
+        )  # fmt: skip
+        manager.add_argument(
+            "--launchd", dest="manager", action="store_const", const="launchd",
+            help="a launchd agent in ~/Library/LaunchAgents (the default on macOS)",
+        )  # fmt: skip
+        scope = s.add_mutually_exclusive_group()
+        scope.add_argument(
+            "--user", dest="scope", action="store_const", const="user", default="user",
+            help="a user unit in ~/.config/systemd/user (default)",
+        )  # fmt: skip
+        scope.add_argument(
+            "--system", dest="scope", action="store_const", const="system",
+            help="a system unit in /etc/systemd/system (run as root)",
+        )  # fmt: skip
+        s.add_argument(
+            "--run-as", metavar="USER",
+            help="--system: the account the daemon runs as (default: $SUDO_USER, else you)",
+        )  # fmt: skip
+        if name == "install":
+            s.add_argument(
+                "--print", action="store_true", help="print the unit instead of writing it"
+            )
