@@ -41,6 +41,9 @@ Example ``config.toml``::
     [limits]                  # what one request may carry (``LimitsSettings``)
     max_tags = 64
     max_kg_field_bytes = 4096
+
+    [privacy]
+    secrets = "redact"        # credentials in a write: "redact" | "refuse" | "keep"
 """
 
 from __future__ import annotations
@@ -219,7 +222,7 @@ class McpSettings:
 
     tools: str = "contract"
     # The longest reply line ``serve`` passes on, in bytes; 0: the longest a legal reply can
-    # be (``client/mcp_stdio.line_limits``, ~1.07 GB with the defaults). A reply over it is
+    # be (``client/mcp/lines.line_limits``, ~1.07 GB with the defaults). A reply over it is
     # answered with an error that says to ask for fewer results: for agents that cannot
     # take a reply of a gigabyte.
     max_reply_bytes: int = 0
@@ -271,6 +274,20 @@ class LimitsSettings:
     max_batch_items: int = 100_000
 
 
+SECRETS_MODES = ("redact", "refuse", "keep")
+
+
+@dataclass(frozen=True)
+class PrivacySettings:
+    """``[privacy]``: what a palace does with a credential in a write
+    (``common/credentials``, ``workers/secrets_guard.py``). ``secrets``: "redact" (the
+    default) stores each one as a marker, ``[secret:aws-access-key #3f9a1c]``; "refuse"
+    fails the write with an error naming the kind and where it is, storing nothing;
+    "keep" stores it as written. ``TRUSTY_MEMORY_PRIVACY_SECRETS`` overrides it."""
+
+    secrets: str = "redact"
+
+
 @dataclass(frozen=True)
 class Config:
     home: Path
@@ -283,6 +300,7 @@ class Config:
     client: ClientSettings = field(default_factory=ClientSettings)
     mcp: McpSettings = field(default_factory=McpSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
+    privacy: PrivacySettings = field(default_factory=PrivacySettings)
 
     @property
     def daemon_endpoint(self) -> str:
@@ -386,6 +404,7 @@ def load_config() -> Config:
         client=_client_section(raw.get("client", {})),
         mcp=_mcp_settings(raw.get("mcp", {})),
         limits=_section(LimitsSettings, raw.get("limits", {}), "TRUSTY_MEMORY_LIMITS_"),
+        privacy=_privacy_settings(raw.get("privacy", {})),
     )
 
 
@@ -400,7 +419,7 @@ def _broker_section(raw: dict[str, Any]) -> BrokerSettings:
 def _client_section(raw: dict[str, Any]) -> ClientSettings:
     """``[client]``, with ``TRUSTY_MEMORY_DAEMON`` and ``TRUSTY_MEMORY_SERVER_KEY`` on top
     (the names ``serve --daemon``/``--server-key`` set, shared with remote workers)."""
-    values = {k: str(raw[k]) for k in ("daemon", "server_key") if k in raw}
+    values: dict[str, str] = {k: str(raw[k]) for k in ("daemon", "server_key") if k in raw}
     for name, env in (
         ("daemon", "TRUSTY_MEMORY_DAEMON"),
         ("server_key", "TRUSTY_MEMORY_SERVER_KEY"),
@@ -415,3 +434,16 @@ def _mcp_settings(raw: dict[str, Any]) -> McpSettings:
     if os.environ.get("TRUSTY_MEMORY_TOOLS"):  # the short name the docs give
         settings = replace(settings, tools=os.environ["TRUSTY_MEMORY_TOOLS"])
     return settings
+
+
+def _privacy_settings(raw: dict[str, Any]) -> PrivacySettings:
+    """``[privacy]``; a mode this program does not know is an error that says which ones
+    it does, rather than a guess (a typo must not store secrets in clear)."""
+    settings = _section(PrivacySettings, raw, "TRUSTY_MEMORY_PRIVACY_")
+    mode = settings.secrets.strip().lower()
+    if mode not in SECRETS_MODES:
+        raise ValueError(
+            f"[privacy] secrets (or TRUSTY_MEMORY_PRIVACY_SECRETS): unknown mode"
+            f" {settings.secrets!r}; choose {', '.join(SECRETS_MODES)}"
+        )
+    return replace(settings, secrets=mode)

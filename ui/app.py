@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -26,6 +28,7 @@ from trusty_memory.client.aio import AsyncClient
 from trusty_memory.common import __version__
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
+from trusty_memory.common.credentials import markers
 from trusty_memory.common.names import validate_palace_name
 from trusty_memory.ui import views
 from trusty_memory.ui.security import Guard, csrf_for
@@ -45,17 +48,33 @@ def _env() -> Environment:
     env.filters["ago"] = _ago
     env.filters["qs"] = lambda params: urlencode({k: v for k, v in params.items() if v})
     env.filters["with_param"] = lambda params, key, value: {**params, key: value}
+    env.filters["secrets"] = _secrets
+    env.filters["redactions"] = markers.count
     return env
+
+
+def _secrets(text: str) -> Markup:
+    """A drawer's text, escaped, with each redaction marker drawn as one (``[secret:KIND
+    #FINGERPRINT]``: a credential the palace never stored, ``common/credentials``)."""
+    out = []
+    for piece, kind in markers.split(str(text)):
+        if kind is None:
+            out.append(escape(piece))
+        else:
+            title = f"a {kind} was here: redacted before it was stored"
+            out.append(Markup('<span class="secret" title="{}">{}</span>').format(title, piece))
+    return Markup("").join(out)
 
 
 def _size(value: int | None) -> str:
     if value is None:
         return "?"
+    size: float = value
     for unit in ("B", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return str(value)
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 def _ago(seconds: float | None) -> str:
@@ -75,15 +94,21 @@ class Pages:
         self.config = config
         self.csrf = csrf_for(token)
         self.env = _env()
-        self.client: AsyncClient | None = None
+        self._client: AsyncClient | None = None
+
+    @property
+    def client(self) -> AsyncClient:
+        """The app's client: requests are served only inside ``lifespan``, which holds it."""
+        assert self._client is not None, "a request outside the app's lifespan"
+        return self._client
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self.client = AsyncClient(self.config)
+        self._client = client = AsyncClient(self.config)
         try:
             yield
         finally:
-            await self.client.close()
+            await client.close()
 
     def render(self, request: Request, template: str, status: int = 200, **context) -> Response:
         context.update(request=request, csrf=self.csrf, version=__version__)
@@ -117,7 +142,8 @@ class Pages:
         columns = await views.search(self.client, palace, query) if query.text else []
         listing = [] if query.text else await views.listing(self.client, palace, query)
         context = {"palace": palace, "info": info, "query": query, "columns": columns,
-                   "listing": listing, "filters": _filters(query)}  # fmt: skip
+                   "listing": listing, "filters": _filters(query),
+                   "redacted": await views.redacted_count(self.client, palace)}  # fmt: skip
         return self.fragment_or_page(request, "_results.html", "palace.html", **context)
 
     async def column(self, request: Request) -> Response:
@@ -128,7 +154,7 @@ class Pages:
             raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, "no such search column")
         query = _query(request)
         column = await views.search_column(self.client, palace, kind, query)
-        context = {"palace": palace, "column": column, "filters": _filters(query)}
+        context: dict[str, Any] = {"palace": palace, "column": column, "filters": _filters(query)}
         return self.render(request, "_column.html", **context)
 
     async def drawer(self, request: Request) -> Response:
@@ -142,7 +168,12 @@ class Pages:
         subject = request.query_params.get("subject", "").strip()
         line = await views.timeline(self.client, palace, subject) if subject else None
         known = [] if subject else await views.subjects(self.client, palace)
-        context = {"palace": palace, "subject": subject, "timeline": line, "subjects": known}
+        context: dict[str, Any] = {
+            "palace": palace,
+            "subject": subject,
+            "timeline": line,
+            "subjects": known,
+        }
         return self.render(request, "kg.html", **context)
 
     async def archive(self, request: Request) -> Response:
@@ -150,7 +181,12 @@ class Pages:
         reason = request.query_params.get("reason") or None
         after = _int(request.query_params.get("after"), 0)
         page = await views.archive_page(self.client, palace, after, reason)
-        context = {"palace": palace, "page": page, "reason": reason or "", "after": after}
+        context: dict[str, Any] = {
+            "palace": palace,
+            "page": page,
+            "reason": reason or "",
+            "after": after,
+        }
         return self.render(request, "archive.html", **context)
 
     async def restore(self, request: Request) -> Response:
@@ -248,6 +284,8 @@ def build_app(
         Route("/daemon", guarded(pages.daemon)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    guard = {"token": token, "port": port, "allow_remote": allow_remote, "host": host, "name": name}
-    middleware = [Middleware(Guard, **guard)]
+    guard = Middleware(
+        Guard, token=token, port=port, allow_remote=allow_remote, host=host, name=name
+    )
+    middleware = [guard]
     return Starlette(routes=routes, middleware=middleware, lifespan=pages.lifespan)

@@ -209,8 +209,8 @@ def _page_number(value: str | None) -> int:
 
 
 async def _keyword(client: AsyncClient, palace: str, query: Query) -> Column:
-    """``memory_search``: every word must match, "quoted words" as a phrase; the filters
-    go to the palace and the page's cursor comes back from it."""
+    """``memory_search``: words ranked by BM25 (prefixes too), "quoted words" as a phrase;
+    the filters go to the palace and the page's cursor comes back from it."""
     column = Column(key="keyword", title="Keyword search")
     cursor = query.pages.get("keyword") or None
     since, until = _search_bounds(query)
@@ -430,6 +430,11 @@ class DreamRun:
     complete: dict[str, Any] | None
 
 
+async def redacted_count(client: AsyncClient, palace: str) -> int:
+    """Drawers of ``palace`` whose text had credentials redacted (``palace_stats``)."""
+    return (await client.palace_stats(palace)).redacted_count
+
+
 async def recent_passes(client: AsyncClient, palace: str) -> list[p.DreamPassRecord]:
     """The dreamer's last passes over ``palace``, newest first (``palace_stats``)."""
     return (await client.palace_stats(palace)).dream_passes
@@ -460,13 +465,17 @@ class DaemonView:
     rss_mb: float
     workers: int
     queued: int
+    uptime: str = ""  # in words: "9 min 18 s"
 
 
 async def daemon(client: AsyncClient) -> DaemonView:
+    from trusty_memory.client.cli.human import duration
+
     status = await client.call("status")
     workers = [w for s in status["services"] for w in s["workers"]]
     return DaemonView(
         status=status,
+        uptime=duration(status["uptime_s"]),
         requests_per_s=sum(w.get("requests_per_s") or 0.0 for w in workers),
         rss_mb=sum(w.get("rss_mb") or 0.0 for w in workers),
         workers=len(workers),

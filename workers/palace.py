@@ -15,7 +15,7 @@ reads (read-your-writes), and ``status`` shows readers' lag with it.
 A worker with no request for ``[palace] idle_release_s`` lets its vector index go and
 hands the memory back (``release_idle_index``): a hundred open, idle palaces should cost
 little more than their processes. The store loads the index again when a request needs
-it (``store_read.ReadStore.index``).
+it (``state.PalaceState.index``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,11 +35,13 @@ import numpy as np
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.credentials import detector
 from trusty_memory.common.home import CRASH_TEST_ENV
 from trusty_memory.common.logs import setup_logging
 from trusty_memory.common.names import validate_palace_name
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
-from trusty_memory.workers.store import bulk, context, maintenance
+from trusty_memory.workers.secrets_guard import SecretGuard
+from trusty_memory.workers.store import archive, bulk, context
 from trusty_memory.workers.store import search as store_search
 
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
@@ -77,6 +80,7 @@ class PalaceWorker(Worker):
         self.service = p.palace_service(palace)
         self.batch_max = config.palace.batch_max
         self.embedder = Embedder(config, remote)
+        self.guard = SecretGuard(config)  # [privacy] secrets: before the store and the model
         self.store: Any = None
         self.open_error: p.TrustyError | None = None
         self.opened_at = 0.0  # when opening was last tried
@@ -89,6 +93,7 @@ class PalaceWorker(Worker):
     def run(self) -> int:
         self.log = self.log.bind(palace=self.palace, role=self.role)
         self.open_store()
+        detector.warm()  # the credential rules (a no-op in a worker forked from the template)
         return super().run()
 
     def open_store(self) -> bool:
@@ -108,6 +113,7 @@ class PalaceWorker(Worker):
             message = f"cannot open palace {self.palace}: {exc}"
             self.open_error = p.TrustyError(p.ErrorCode.STORAGE_ERROR, message)
         if self.store is None:
+            assert self.open_error is not None  # one of the two excepts above set it
             self.log.error("palace cannot be opened", error=self.open_error.message)
             return False
         if self.open_error is not None:
@@ -144,9 +150,12 @@ class PalaceWorker(Worker):
         if self.store is None and (
             time.monotonic() - self.opened_at < REOPEN_EVERY_S or not self.open_store()
         ):
-            return [Reply(job.client, job.request.id, _error(job, self.open_error)) for job in jobs]
+            error = self.open_error
+            assert error is not None  # no store only after a failed open, which set it
+            return [Reply(job.client, job.request.id, _error(job, error)) for job in jobs]
         replies: list[Reply] = []
         work: list[tuple[Job, object]] = []
+        self.guard.new_batch()
         for job in jobs:
             try:
                 params = p.decode_params(job.request.method, job.request.params)
@@ -156,6 +165,7 @@ class PalaceWorker(Worker):
                         f"{self.role} of {self.palace} cannot answer {job.request.method}",
                     )
                 self.check_text(job.request.method, params)
+                self.guard.on_request(job.request.method, params)
                 work.append((job, params))
             except p.TrustyError as exc:
                 replies.append(Reply(job.client, job.request.id, _error(job, exc)))
@@ -184,14 +194,15 @@ class PalaceWorker(Worker):
         """Called with the batch's valid requests before anything runs (readers catch up)."""
 
     def run_batch(self, work: list[tuple[Job, Any]], vectors: Vectors):
-        return [self.reply(job, lambda j=job, pr=params: self.execute(j, pr, vectors))
-                for job, params in work]  # fmt: skip
+        return [
+            self.reply(job, partial(self.execute, job, params, vectors)) for job, params in work
+        ]
 
     def reply(self, job: Job, fn: Callable[[], Any]) -> Reply:
         """Run one request; its reply carries the seq applied once it ran."""
         return reply_to(job, fn, seq_of=lambda: self.store.last_seq)
 
-    def check_text(self, method: str, params: object) -> None:
+    def check_text(self, method: str, params: Any) -> None:
         """Refuse oversized text before it costs an embedding."""
         if method == "memory_remember":
             fields = [("text", params.text)]
@@ -278,13 +289,22 @@ READ_HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
     "kg_query": lambda w, params: w.store.kg_query(params.subject, params.as_of),
     "kg_history": lambda w, params: store_search.kg_history(w.store, params),
     "memory_search": lambda w, params: store_search.search(w.store, params),
-    "palace_stats": lambda w, params: store_search.stats(w.store, w.role),
+    "palace_stats": lambda w, params: _stats(w),
     "drawer_get": lambda w, params: w.store.get(params.drawer_id),
     "palace_info": lambda w, params: w.store.info(),
     "noop": lambda w, params: {},
-    "palace_export": lambda w, params: bulk.export_page(w.store, params),
-    "archive_list": lambda w, params: maintenance.archive_list(w.store, params),
+    "palace_export": lambda w, params: w.guard.export(w.store, bulk.export_page(w.store, params)),
+    "archive_list": lambda w, params: archive.archive_list(w.store, params),
 }
+
+
+def _stats(w: PalaceWorker) -> p.PalaceStats:
+    """``palace_stats``, with the drawers whose text had credentials redacted."""
+    stats = store_search.stats(w.store, w.role)
+    stats.redacted_count = w.store.db.conn.execute(
+        "SELECT count(*) FROM drawers WHERE redacted > 0"
+    ).fetchone()[0]
+    return stats
 
 
 def _error(job: Job, exc: p.TrustyError) -> bytes:

@@ -29,6 +29,7 @@ import structlog
 
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import PalaceSettings, load_config
+from trusty_memory.common.credentials import detector
 from trusty_memory.common.logs import setup_logging
 from trusty_memory.workers import palace
 from trusty_memory.workers.embedder.embedding import DIM
@@ -46,6 +47,7 @@ def warm_up(log) -> None:
     try:
         palace.parse_args(["--palace", "warm-up", "--reader"])  # argparse compiles regexes
         load_config()
+        detector.warm()  # the credential rules, and detect-secrets' plugins they name
         _codecs()
         with _uncached_loggers(), _scratch_dir() as directory:
             _writer_and_reader(directory / "warm-up")

@@ -11,16 +11,18 @@ palace, the writer included), and takes the recall hits its readers counted
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
+from trusty_memory.workers import scrub
 from trusty_memory.workers.base import Job, Reply
 from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker, Vectors
-from trusty_memory.workers.store import bulk, context, maintenance
+from trusty_memory.workers.store import bulk, context, decay, dedup
 from trusty_memory.workers.store import edit as store_edit
 from trusty_memory.workers.store import ranking as retrieval
 from trusty_memory.workers.store import values as v
@@ -66,9 +68,7 @@ class PalaceWriter(PalaceWorker):
             else:
                 replies.extend(self.commit_remembers(remembers))
                 remembers = []
-                replies.append(
-                    self.reply(job, lambda j=job, pr=params: self.execute(j, pr, vectors))
-                )
+                replies.append(self.reply(job, partial(self.execute, job, params, vectors)))
         replies.extend(self.commit_remembers(remembers))
         return replies
 
@@ -80,14 +80,24 @@ class PalaceWriter(PalaceWorker):
             results = self.store.remember_batch([(params, vec) for _, params, vec in batch])
             seq = self.store.last_seq
             return [
-                Reply(job.client, job.request.id, p.ok_response(job.request.id, result, seq))
-                for (job, _, _), result in zip(batch, results, strict=True)
+                Reply(
+                    job.client,
+                    job.request.id,
+                    p.ok_response(job.request.id, self._counted(result, params), seq),
+                )
+                for (job, params, _), result in zip(batch, results, strict=True)
             ]
         except Exception:
             if len(batch) == 1:
                 job, params, vec = batch[0]
-                return [self.reply(job, lambda: self.store.remember_batch([(params, vec)])[0])]
+                one = lambda: self._counted(self.store.remember_batch([(params, vec)])[0], params)  # noqa: E731
+                return [self.reply(job, one)]
             return [r for item in batch for r in self.commit_remembers([item])]
+
+    def _counted(self, result, params):
+        """A result with the credentials its request had redacted (``secrets_guard``)."""
+        result.redacted = self.guard.count_for(params)
+        return result
 
     def on_idle(self) -> None:
         if self.store is not None:
@@ -95,6 +105,21 @@ class PalaceWriter(PalaceWorker):
             self.store.maybe_snapshot()
             self.store.write_summary()
         super().on_idle()
+
+
+def _scrub(w: PalaceWriter, params: p.ScrubParams) -> p.ScrubResult:
+    """Find (and with ``apply``, redact) the credentials the palace holds; after changes,
+    open the palace again and rebuild its index from SQLite, so neither the writer's state
+    nor the index snapshot keeps what was there, then leave no copy in the file."""
+    try:
+        result, w.store = scrub.scrub(
+            w.store, w.guard.redactor, params, w.embedder.encode, reopen=w._open
+        )
+    except Exception:
+        if getattr(w.store, "_closed", False):
+            w.store = None  # closed for the reopen that failed: opened on the next request
+        raise
+    return result
 
 
 def _take_hits(w: PalaceWriter, params: p.PalaceHitsParams) -> dict:
@@ -107,14 +132,18 @@ PalaceWriter.handlers = {
     "memory_forget": lambda w, params: w.store.forget(params.drawer_id),
     "kg_assert": lambda w, params: w.store.kg_assert(params),
     "palace_hits": _take_hits,
-    "palace_import": lambda w, params: bulk.import_batch(w.store, params, w.embedder.encode),
-    # The dreamer's steps and the archive (``workers/store/maintenance.py``).
+    "palace_import": lambda w, params: w._counted(
+        bulk.import_batch(w.store, params, w.embedder.encode), params
+    ),
+    # Credentials older writes left in the palace (``workers/scrub.py``).
+    "palace_scrub": lambda w, params: _scrub(w, params),
+    # The dreamer's steps (``workers/store/dedup.py``, ``decay.py``) and the archive.
     "dream_status": lambda w, params: w.store.info(),
-    "dream_scan": lambda w, params: maintenance.scan_duplicates(w.store, params),
-    "dream_merge": lambda w, params: maintenance.merge_groups(w.store, params, w.embedder.encode),
-    "dream_decay": lambda w, params: maintenance.decay_page(w.store, params),
-    "dream_kg_decay": lambda w, params: maintenance.kg_decay_page(w.store, params),
-    "dream_finish": lambda w, params: maintenance.finish(w.store, params),
+    "dream_scan": lambda w, params: dedup.scan_duplicates(w.store, params),
+    "dream_merge": lambda w, params: dedup.merge_groups(w.store, params, w.embedder.encode),
+    "dream_decay": lambda w, params: decay.decay_page(w.store, params),
+    "dream_kg_decay": lambda w, params: decay.kg_decay_page(w.store, params),
+    "dream_finish": lambda w, params: decay.finish(w.store, params),
     "archive_restore": lambda w, params: store_edit.restore(w.store, params.drawer_id),
     # Changes in place (``workers/store/edit.py``).
     "memory_update": lambda w, params: store_edit.update_drawer(w.store, params, w.embedder.encode),

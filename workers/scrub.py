@@ -1,0 +1,399 @@
+"""``palace_scrub``: the credentials a palace already holds, found, and with ``apply`` gone.
+
+Older versions stored what agents wrote in clear, and ``[privacy] secrets = "keep"``
+still does. A scrub reads everything a palace keeps text in: live drawers (text, tags,
+metadata, context words), the archive (pruned, merged and updated versions) and the
+knowledge graph. Without ``apply`` it only counts, by kind. With it, in one transaction:
+
+* a live drawer that held a secret is written again under its id with the redacted text
+  and a vector of that text (a new row, so the vector index and every reader follow the
+  change log, as for ``memory_update``); one whose context words alone held one keeps
+  its own vector rather than the mix made with the clear predecessor;
+* archive entries and triples are redacted in place (the archive keeps a vector of the
+  redacted text too).
+
+Then the writer reopens the palace and rebuilds its vector index from SQLite, whose
+snapshot replaces the old one (which held the old vectors), and ``compact`` leaves no
+copy in the SQLite file: the full-text index is rebuilt and optimised (FTS5 keeps a
+deleted term in its segments until they merge), ``VACUUM`` writes the file anew with
+``secure_delete`` on, and a ``TRUNCATE`` checkpoint empties the WAL. The change log keeps
+ids and labels only, never text.
+
+Context words: a drawer's ``context`` keeps its predecessor's words, so a password is one
+plain word there once the URL around it is gone. They lose the words of the secrets their
+predecessor (the drawer before by label) held, and the distinctive words (8+ characters
+with a digit or a capital) of every secret the palace held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trusty_memory.common import protocol as p
+from trusty_memory.common.credentials.redactor import Redactor
+from trusty_memory.common.logs import get_logger
+
+log = get_logger(__name__)
+
+Embed = Callable[[list[str]], np.ndarray]
+CHUNK = 1000  # rows read per query
+EMBED_CHUNK = 256
+CHECKPOINT_TRIES = 50  # a reader in a read transaction holds the WAL for milliseconds
+
+_WORD = re.compile(r"\w+")
+
+
+@dataclass
+class _Change:
+    """One row to rewrite; ``None`` fields stay as they are."""
+
+    key: Any  # label (drawers), id (archive), id (triples)
+    content: str | None = None
+    tags: list[str] | None = None
+    metadata: str | None = None
+    metadata_changed: bool = False
+    context: str | None = None
+    context_changed: bool = False
+    own_vector: bool = False  # the row keeps a separate own vector (its ``vector`` is a mix)
+
+
+@dataclass
+class _Scan:
+    found: Counter = field(default_factory=Counter)
+    secrets: list[str] = field(default_factory=list)
+    drawers: dict[int, _Change] = field(default_factory=dict)
+    archive: dict[str, _Change] = field(default_factory=dict)
+    triples: dict[int, dict[str, str]] = field(default_factory=dict)
+
+
+def run(
+    store: Any, redactor: Redactor, params: p.ScrubParams, embed: Embed
+) -> tuple[p.ScrubResult, bool]:
+    """Count (and with ``params.apply``, redact) what ``store`` holds; see the module doc.
+    Returns the result and whether any row changed (the writer then reopens the palace)."""
+    conn = store.db.conn
+    scan = _Scan()
+    predecessor_words = _scan_rows(conn, redactor, scan, "drawers")
+    _scan_rows(conn, redactor, scan, "archive")
+    _scan_triples(conn, redactor, scan)
+    _scan_contexts(conn, redactor, scan, predecessor_words)
+    result = p.ScrubResult(
+        palace=store.name,
+        applied=bool(params.apply),
+        found=dict(sorted(scan.found.items())),
+        drawers=len(scan.drawers),
+        archived=len(scan.archive),
+        triples=len(scan.triples),
+    )
+    changed = bool(scan.drawers or scan.archive or scan.triples)
+    if params.apply and changed:
+        result.reembedded = _apply(store, scan, embed)
+        log.info("palace scrubbed", palace=store.name, found=result.found)
+    return result, changed
+
+
+# -- finding ------------------------------------------------------------------------------
+
+
+def _redact(redactor: Redactor, scan: _Scan, text: str, name: str | None = None) -> str | None:
+    """The redacted text, or None when it held nothing."""
+    done = redactor.redact(text, name)
+    if not done.count:
+        return None
+    scan.found.update(f.kind for f in done.found)
+    scan.secrets += done.secrets
+    return done.text
+
+
+def _redact_tree(redactor: Redactor, scan: _Scan, value: Any) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        new = _redact(redactor, scan, value)
+        return (value, False) if new is None else (new, True)
+    if isinstance(value, dict):
+        out, changed = {}, False
+        for k, v in value.items():
+            out[k], c = _redact_tree(redactor, scan, v)
+            changed |= c
+        return out, changed
+    if isinstance(value, list):
+        items = [_redact_tree(redactor, scan, v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    return value, False
+
+
+def _scan_rows(conn, redactor: Redactor, scan: _Scan, table: str) -> dict[int, set[str]]:
+    """Text, tags and metadata of ``drawers`` or ``archive``. For drawers, returns the
+    secret words of each drawer's predecessor by label (for its context words)."""
+    key = "label" if table == "drawers" else "seq"
+    ident = "label" if table == "drawers" else "id"
+    after: Any = 0
+    before_words: set[str] = set()
+    predecessor_words: dict[int, set[str]] = {}
+    while True:
+        rows = conn.execute(
+            f"SELECT {key}, {ident}, content, tags, metadata, own_vector IS NOT NULL"
+            f" FROM {table} WHERE {key} > ? ORDER BY {key} LIMIT ?",
+            (after, CHUNK),
+        ).fetchall()
+        if not rows:
+            return predecessor_words
+        for _, rid, content, tags, metadata, mixed in rows:
+            if before_words:
+                predecessor_words[rid] = before_words
+            seen = len(scan.secrets)
+            change = _Change(rid, own_vector=bool(mixed))
+            change.content = _redact(redactor, scan, content)
+            old_tags = json.loads(tags)
+            new_tags = [_redact(redactor, scan, t) for t in old_tags]
+            if any(t is not None for t in new_tags):
+                change.tags = [n or t for n, t in zip(new_tags, old_tags, strict=True)]
+            if metadata is not None:
+                tree, changed = _redact_tree(redactor, scan, json.loads(metadata))
+                if changed:
+                    change.metadata, change.metadata_changed = json.dumps(tree), True
+            if len(scan.secrets) > seen:
+                (scan.drawers if table == "drawers" else scan.archive)[rid] = change
+            before_words = _words(scan.secrets[seen:])
+        after = rows[-1][0]
+
+
+def _scan_triples(conn, redactor: Redactor, scan: _Scan) -> None:
+    after = 0
+    names = ("subject", "predicate", "object", "provenance")
+    while True:
+        rows = conn.execute(
+            f"SELECT id, {', '.join(names)} FROM triples WHERE id > ? ORDER BY id LIMIT ?",
+            (after, CHUNK),
+        ).fetchall()
+        if not rows:
+            return
+        for row in rows:
+            fields = {}
+            predicate = row[2]
+            for name, value in zip(names, row[1:], strict=True):
+                if isinstance(value, str):
+                    as_value_of = predicate if name == "object" else None
+                    new = _redact(redactor, scan, value, as_value_of)
+                    if new is not None:
+                        fields[name] = new
+            if fields:
+                scan.triples[row[0]] = fields
+        after = rows[-1][0]
+
+
+def _words(secrets: list[str]) -> set[str]:
+    return {w.lower() for s in secrets for w in _WORD.findall(s) if len(w) >= 3}
+
+
+def _distinctive(secrets: list[str]) -> set[str]:
+    """Words of secrets no note would hold by chance (8+ characters, a digit or capital)."""
+    out = set()
+    for s in secrets:
+        for w in _WORD.findall(s):
+            if len(w) >= 8 and (any(c.isdigit() for c in w) or w.lower() != w):
+                out.add(w.lower())
+    return out
+
+
+def _scan_contexts(conn, redactor: Redactor, scan: _Scan, predecessor: dict) -> None:
+    """Context words of drawers and archive entries (see the module doc)."""
+    everywhere = _distinctive(scan.secrets)
+    for table, key, ident, changes in (
+        ("drawers", "label", "label", scan.drawers),
+        ("archive", "seq", "id", scan.archive),
+    ):
+        after: Any = 0
+        while True:
+            rows = conn.execute(
+                f"SELECT {key}, {ident}, context, own_vector IS NOT NULL FROM {table}"
+                f" WHERE {key} > ? AND context IS NOT NULL ORDER BY {key} LIMIT ?",
+                (after, CHUNK),
+            ).fetchall()
+            if not rows:
+                break
+            for _, rid, text, mixed in rows:
+                words = everywhere | predecessor.get(rid, set())
+                new = _redact(redactor, scan, text) or text
+                if words:
+                    new = " ".join(w for w in new.split(" ") if w.lower() not in words)
+                new = new.strip() or None
+                if new != text:
+                    change = changes.setdefault(rid, _Change(rid, own_vector=bool(mixed)))
+                    change.context, change.context_changed = new, True
+            after = rows[-1][0]
+
+
+# -- applying -----------------------------------------------------------------------------
+
+
+def _vectors(embed: Embed, texts: list[str], dim: int) -> list[bytes]:
+    out: list[bytes] = []
+    for start in range(0, len(texts), EMBED_CHUNK):
+        block = np.asarray(embed(texts[start : start + EMBED_CHUNK]), dtype=np.float32)
+        for row in block.reshape(-1, dim):
+            norm = float(np.linalg.norm(row))
+            out.append((row / norm if norm > 0 else row).astype("<f4").tobytes())
+    return out
+
+
+def _apply(store: Any, scan: _Scan, embed: Embed) -> int:
+    """Write every change in one transaction; returns how many rows got a new vector."""
+    conn = store.db.conn
+    store.flush()  # pending recall hits are keyed by label, and labels change here
+    # The new vectors first: the embedder is a round trip through the broker.
+    embed_drawers = [c for c in scan.drawers.values() if c.content is not None]
+    embed_archive = [c for c in scan.archive.values() if c.content is not None]
+    texts = [c.content for c in embed_drawers + embed_archive if c.content is not None]
+    vectors = dict(
+        zip(
+            [("d", c.key) for c in embed_drawers] + [("a", c.key) for c in embed_archive],
+            _vectors(embed, texts, store.dim) if texts else [],
+            strict=True,
+        )
+    )
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(drawers)") if r[1] != "label"]
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for change in scan.drawers.values():
+            _rewrite_drawer(conn, columns, change, vectors.get(("d", change.key)))
+        for change in scan.archive.values():
+            _rewrite_archived(conn, change, vectors.get(("a", change.key)))
+        for tid, fields in scan.triples.items():
+            sets = ", ".join(f"{name} = ?" for name in fields)
+            conn.execute(f"UPDATE triples SET {sets} WHERE id = ?", (*fields.values(), tid))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.rollback()
+        raise
+    return len(vectors)
+
+
+def _rewrite_drawer(conn, columns: list[str], change: _Change, vector: bytes | None) -> None:
+    """The drawer again under its id, as a new row (the index follows the change log)."""
+    names = ", ".join(columns)
+    row = dict(
+        zip(
+            columns,
+            conn.execute(f"SELECT {names} FROM drawers WHERE label = ?", (change.key,)).fetchone(),
+            strict=True,
+        )
+    )
+    if change.content is not None:
+        row["content"] = change.content
+        row["content_hash"] = hashlib.sha256(change.content.encode()).hexdigest()
+    if change.tags is not None:
+        row["tags"] = json.dumps(change.tags)
+    if change.metadata_changed:
+        row["metadata"] = change.metadata
+    if change.context_changed:
+        row["context"] = change.context
+    if vector is not None:  # its own text's vector: no mix with a clear predecessor
+        row["vector"], row["own_vector"] = vector, None
+    elif change.context_changed and row.get("own_vector") is not None:
+        row["vector"], row["own_vector"] = row["own_vector"], None
+    now = _now()
+    conn.execute("DELETE FROM drawer_tags WHERE label = ?", (change.key,))
+    conn.execute("DELETE FROM drawers WHERE label = ?", (change.key,))
+    conn.execute(
+        "INSERT INTO changes (op, label, drawer_id, at) VALUES ('delete', ?, ?, ?)",
+        (change.key, row["id"], now),
+    )
+    marks = ", ".join("?" for _ in columns)
+    label = conn.execute(
+        f"INSERT INTO drawers ({names}) VALUES ({marks})", [row[c] for c in columns]
+    ).lastrowid
+    conn.executemany(
+        "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
+        [(t, label) for t in json.loads(row["tags"])],
+    )
+    conn.execute(
+        "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
+        (label, row["id"], now),
+    )
+
+
+def _rewrite_archived(conn, change: _Change, vector: bytes | None) -> None:
+    sets: dict[str, Any] = {}
+    if change.content is not None:
+        sets["content"] = change.content
+        sets["content_hash"] = hashlib.sha256(change.content.encode()).hexdigest()
+    if change.tags is not None:
+        sets["tags"] = json.dumps(change.tags)
+    if change.metadata_changed:
+        sets["metadata"] = change.metadata
+    if change.context_changed:
+        sets["context"] = change.context
+    if vector is not None:
+        sets["vector"], sets["own_vector"] = vector, None
+    elif change.context_changed and change.own_vector:
+        conn.execute(
+            "UPDATE archive SET vector = own_vector, own_vector = NULL WHERE id = ?",
+            (change.key,),
+        )
+    if sets:
+        assignments = ", ".join(f"{name} = ?" for name in sets)
+        conn.execute(f"UPDATE archive SET {assignments} WHERE id = ?", (*sets.values(), change.key))
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# -- the whole of it ---------------------------------------------------------------------
+
+
+def scrub(
+    store: Any,
+    redactor: Redactor,
+    params: p.ScrubParams,
+    embed: Embed,
+    reopen: Callable[[], Any],
+) -> tuple[p.ScrubResult, Any]:
+    """``palace_scrub`` as the writer runs it: ``run``, then (with ``apply``) the palace
+    closed and opened again (``reopen``) so that no state of this process holds what was
+    there, its index rebuilt from SQLite (the new snapshot replaces the one that held the
+    old vectors), and ``compact``. Returns the result and the store to use from now on."""
+    result, changed = run(store, redactor, params, embed)
+    if result.applied:
+        if changed:
+            store.close()
+            store = reopen()
+            store.rebuild_index()
+        compact(store)
+    return result, store
+
+
+# -- leaving no copy ----------------------------------------------------------------------
+
+
+def compact(store: Any) -> bool:
+    """Rebuild and optimise the full-text index, VACUUM, empty the WAL (see the module
+    doc). Returns whether the WAL could be emptied (a reader may hold it a moment)."""
+    conn = store.db.conn
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("INSERT INTO drawers_fts(drawers_fts) VALUES ('rebuild')")
+        conn.execute("INSERT INTO drawers_fts(drawers_fts) VALUES ('optimize')")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.execute("VACUUM")
+    for _ in range(CHECKPOINT_TRIES):
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy:
+            return True
+        time.sleep(0.02)
+    log.warning("WAL not emptied after a scrub: a reader held it", palace=store.name)
+    return False

@@ -1,0 +1,268 @@
+"""What ``[privacy] secrets`` asks of every request a palace worker receives.
+
+Here, on receipt, and not in a front end: every client reaches a palace through its
+worker (MCP stdio, the CLI, the library, a team's peers over tcp, ``import``), so one
+place covers them all, and it runs before the store and before the embedder is asked for
+a vector, so neither SQLite, its full-text index, the archive, an export nor a vector ever
+holds a secret this process was given.
+
+* Writes (remember, update, import, KG facts): ``redact`` replaces each credential by
+  its marker (``common/credentials``) in the text, ``embed_text``, tags, metadata values,
+  context words and triple fields; ``refuse`` fails the request with ``INVALID_PARAMS``
+  naming the field, the kind and where, before anything is stored; ``keep`` does nothing.
+* Lookups (recall and search queries, KG subjects): redacted alike in both modes, so a
+  question that holds a secret finds the notes that held it, by its marker.
+* Imports that bring vectors: a drawer whose text (or whose predecessor's, for a context
+  mix) was redacted loses its vector, which was made of clear text; the worker embeds the
+  redacted text instead.
+* Exports: a drawer or triple that still holds a credential (written before this, or with
+  ``keep``) leaves redacted, whatever the palace holds, unless the mode is ``keep``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from trusty_memory.common import protocol as p
+from trusty_memory.common.config import Config
+from trusty_memory.common.credentials import redactor as r
+
+
+class SecretGuard:
+    """One palace worker's redaction: its mode, and its home's key (read on first use)."""
+
+    def __init__(self, config: Config) -> None:
+        self.mode = config.privacy.secrets
+        self.home = config.home
+        self._redactor: r.Redactor | None = None
+        self._counts: dict[int, int] = {}  # id(params) -> credentials replaced, this batch
+
+    @property
+    def redactor(self) -> r.Redactor:
+        if self._redactor is None:
+            try:
+                key = r.home_key(self.home)
+            except OSError as exc:  # a read-only or full home: the write fails, clearly
+                raise p.TrustyError(
+                    p.ErrorCode.STORAGE_ERROR,
+                    f"cannot read or make the redaction key in {self.home}: {exc}",
+                ) from None
+            self._redactor = r.Redactor(key)
+        return self._redactor
+
+    # -- requests ------------------------------------------------------------------------
+
+    def new_batch(self) -> None:
+        self._counts.clear()
+
+    def count_for(self, params: object) -> int:
+        """Credentials replaced in this request's params (0 when none or not a write)."""
+        return self._counts.get(id(params), 0)
+
+    def on_request(self, method: str, params: Any) -> None:
+        """Redact, or refuse, what ``params`` would store; redact what it would look up."""
+        if self.mode == r.KEEP:
+            return
+        write = _WRITES.get(method)
+        if write is not None:
+            fields = _Fields(self, method)
+            write(fields, params)
+            if fields.count:
+                self._counts[id(params)] = fields.count
+        lookup = _LOOKUPS.get(method)
+        if lookup is not None:
+            for name in lookup:
+                value = getattr(params, name, None)
+                if isinstance(value, str):
+                    as_value_of = getattr(params, "predicate", None) if name == "object" else None
+                    setattr(params, name, self.redactor.redact(value, as_value_of).text)
+
+    # -- export --------------------------------------------------------------------------
+
+    def export(self, store: Any, page: p.ExportResult) -> p.ExportResult:
+        """An export page with no credential left in it (see the module doc)."""
+        if self.mode == r.KEEP:
+            return page
+        red = self.redactor
+        previous = _predecessor_content(store, page.drawers[0]) if page.drawers else None
+        words = _secret_words(red.redact(previous).secrets) if previous else set()
+        for d in page.drawers:
+            text = red.redact(d.content)
+            tags = [red.redact(t).text for t in d.tags]
+            metadata = _redact_tree(red, d.metadata)
+            context = _clean_context(red, d.context, words)
+            own_changed = text.count > 0
+            if own_changed:
+                d.content, d.vector, d.own_vector = text.text, None, None
+            elif context != d.context and d.own_vector is not None:
+                # The mix carried the predecessor's clear text: keep the drawer's own vector.
+                d.vector, d.own_vector = d.own_vector, None
+            d.tags, d.metadata, d.context = tags, metadata, context
+            words = _secret_words(text.secrets)
+        for t in page.triples:
+            t.object = red.redact(t.object, t.predicate).text
+            for name in ("subject", "predicate", "provenance"):
+                value = getattr(t, name)
+                if isinstance(value, str):
+                    setattr(t, name, red.redact(value).text)
+        return page
+
+
+class _Fields:
+    """The fields of one write request as they are redacted (or refused), and the count."""
+
+    def __init__(self, guard: SecretGuard, method: str) -> None:
+        self.guard = guard
+        self.method = method
+        self.count = 0
+        self.secrets: list[str] = []
+
+    def text(self, where: str, value: str, name: str | None = None) -> str:
+        done = self.guard.redactor.redact(value, name)
+        if not done.count:
+            return value
+        if self.guard.mode == r.REFUSE:
+            many = "a secret" if done.count == 1 else f"{done.count} secrets"
+            raise p.TrustyError(
+                p.ErrorCode.INVALID_PARAMS,
+                f"{self.method}: '{where}' holds {many} ({r.where(value, done.found)});"
+                ' nothing was stored ([privacy] secrets = "refuse")',
+            )
+        self.count += done.count
+        self.secrets += done.secrets
+        return done.text
+
+    def maybe(self, where: str, value: str | None, name: str | None = None) -> str | None:
+        return self.text(where, value, name) if isinstance(value, str) else value
+
+    def tags(self, where: str, values: list[str] | None) -> list[str] | None:
+        if values is None:
+            return None
+        return [self.text(f"{where}[{i}]", t) if isinstance(t, str) else t
+                for i, t in enumerate(values)]  # fmt: skip
+
+    def tree(self, where: str, value: Any) -> Any:
+        """Every string in a metadata value (keys stay: they are names)."""
+        if isinstance(value, str):
+            return self.text(where, value)
+        if isinstance(value, dict):
+            return {k: self.tree(f"{where}.{k}", v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.tree(f"{where}[{i}]", v) for i, v in enumerate(value)]
+        return value
+
+
+def _remember(f: _Fields, params: p.RememberParams) -> None:
+    params.text = f.text("text", params.text)
+    params.embed_text = f.maybe("embed_text", params.embed_text)
+    params.tags = f.tags("tags", params.tags) or []
+    params.metadata = f.tree("metadata", params.metadata)
+
+
+def _update(f: _Fields, params: p.UpdateParams) -> None:
+    params.text = f.maybe("text", params.text)
+    params.tags = f.tags("tags", params.tags)
+
+
+def _triple(f: _Fields, where: str, triple: Any) -> None:
+    """A fact's fields; its object read as the value of its predicate (``db password X``)."""
+    predicate = triple.predicate
+    triple.subject = f.maybe(f"{where}subject", triple.subject)
+    triple.predicate = f.maybe(f"{where}predicate", triple.predicate)
+    triple.object = f.maybe(f"{where}object", triple.object, predicate)
+    triple.provenance = f.maybe(f"{where}provenance", triple.provenance)
+
+
+def _kg_assert(f: _Fields, params: p.KgAssertParams) -> None:
+    _triple(f, "", params)
+
+
+def _import(f: _Fields, params: p.ImportParams) -> None:
+    """Drawers and triples of one batch. A drawer whose text changed is embedded again;
+    so is one that follows it in the batch with the context words an export gave it (its
+    mix, and its words, came from the clear text): it gets both by the palace's own rule."""
+    before_changed = False
+    for i, d in enumerate(params.drawers):
+        where = f"drawers[{i}]"
+        seen = len(f.secrets)
+        d.content = f.text(f"{where}.content", d.content)
+        changed = len(f.secrets) > seen
+        d.tags = f.tags(f"{where}.tags", d.tags) or []
+        d.metadata = f.tree(f"{where}.metadata", d.metadata)
+        context_dirty = False
+        if isinstance(d.context, str):
+            seen_context = len(f.secrets)
+            d.context = f.text(f"{where}.context", d.context)
+            context_dirty = len(f.secrets) > seen_context
+        if context_dirty or (before_changed and isinstance(d.context, str)):
+            d.context = msgspec.UNSET
+            context_dirty = True
+        if changed or context_dirty:
+            d.vector = d.own_vector = None
+        before_changed = changed
+    for i, t in enumerate(params.triples):
+        _triple(f, f"triples[{i}].", t)
+
+
+_WRITES: dict[str, Callable[[_Fields, Any], None]] = {
+    "memory_remember": _remember,
+    "memory_update": _update,
+    "kg_assert": _kg_assert,
+    "palace_import": _import,
+}
+# Params that find stored things by their text: redacted as the stored text was.
+_LOOKUPS: dict[str, tuple[str, ...]] = {
+    "memory_recall": ("query",),
+    "memory_recall_deep": ("query",),
+    "memory_search": ("query",),
+    "kg_query": ("subject",),
+    "kg_history": ("subject", "predicate"),
+    "kg_invalidate": ("subject", "predicate", "object"),
+}
+
+
+# -- export helpers -------------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+
+
+def _secret_words(secrets: list[str]) -> set[str]:
+    """The words of secrets (as ``drawers.context`` keeps a predecessor's words)."""
+    return {w.lower() for s in secrets for w in _WORD.findall(s) if len(w) >= 3}
+
+
+def _clean_context(red: r.Redactor, context: str | None, words: set[str]) -> str | None:
+    """Context words with no credential: redacted, and without the words of the secrets
+    its predecessor held (a password is one plain word once the URL around it is gone)."""
+    if not context:
+        return context
+    text = red.redact(context).text
+    if words:
+        text = " ".join(w for w in text.split(" ") if w.lower() not in words)
+    return text.strip() or None
+
+
+def _predecessor_content(store: Any, first: p.ExportDrawer) -> str | None:
+    """The text of the drawer before the page's first (whose words its context may hold)."""
+    if not first.context:
+        return None
+    row = store.db.conn.execute(
+        "SELECT content FROM drawers WHERE label < (SELECT label FROM drawers WHERE id = ?)"
+        " ORDER BY label DESC LIMIT 1",
+        (first.drawer_id,),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def _redact_tree(red: r.Redactor, value: Any) -> Any:
+    if isinstance(value, str):
+        return red.redact(value).text
+    if isinstance(value, dict):
+        return {k: _redact_tree(red, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_tree(red, v) for v in value]
+    return value
