@@ -86,6 +86,12 @@ class AsyncClient:
             if fut is not None and not fut.done():
                 fut.set_result(resp)
 
+    def _open_socket(self) -> zmq.asyncio.Socket:
+        """The socket ``_connect`` opened. It is set whenever a call reaches here: ``_connect``
+        clears it only under its lock, and sets it again before ``generation`` moves."""
+        assert self.socket is not None, "the client was closed during a call"
+        return self.socket
+
     def _daemon_replaced(self) -> bool:
         return is_local(self.config) and daemon_pid(self.config) != self.pid
 
@@ -124,7 +130,7 @@ class AsyncClient:
             sent_generation = self.generation
             if self.link is not None:
                 self.link.poll()  # a drop and return before this request: no reason to resend
-            await self.socket.send(frame)
+            await self._open_socket().send(frame)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + wait_s
             while (remaining := deadline - loop.time()) > 0:
@@ -137,7 +143,7 @@ class AsyncClient:
                     await self._connect(sent_generation)
                 if self.generation != sent_generation:
                     sent_generation = self.generation
-                    await self.socket.send(frame)
+                    await self._open_socket().send(frame)
             raise p.TrustyError(p.ErrorCode.TIMEOUT, f"{method}: no answer within {wait_s:.1f}s")
         finally:
             self.waiting.pop(rid, None)

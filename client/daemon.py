@@ -63,7 +63,7 @@ def reach(config: Config, timeout_s: float = 1.0) -> str | None:
     endpoint = frontend(config)
     if endpoint is None:
         return f"no daemon runs for {config.home}"
-    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock: zmq.SyncSocket = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     link = None
     try:
@@ -78,7 +78,10 @@ def reach(config: Config, timeout_s: float = 1.0) -> str | None:
             if sock.poll(int(min(remaining, 0.05) * 1000) + 1):
                 resp = p.decode_response(sock.recv())
                 if resp.id == rid:
-                    return None if resp.ok else f"{endpoint}: {resp.error.message}"
+                    if resp.ok:
+                        return None
+                    # An error answer carries its error; "empty error" as p.unwrap says it.
+                    return f"{endpoint}: {resp.error.message if resp.error else 'empty error'}"
             if link is not None:
                 link.poll()
                 if link.refused is not None:

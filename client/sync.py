@@ -72,8 +72,8 @@ class Client:
         # backend: ``workers/palace.py``).
         self.endpoint = endpoint
         self.background = background  # the daemon's own traffic (see protocol.Request)
-        self.ctx = zmq.Context.instance()
-        self.socket: zmq.Socket | None = None
+        self.ctx: zmq.SyncContext = zmq.Context.instance()
+        self.socket: zmq.SyncSocket | None = None
         self.link: transport.LinkWatch | None = None  # tcp: drops and refusals
         self.pid: int | None = None
         self.seqs = SeqTracker()
@@ -92,19 +92,19 @@ class Client:
             self.link.close()
             self.link = None
 
-    def _connect(self) -> None:
+    def _connect(self) -> zmq.SyncSocket:
+        """A fresh socket to the daemon (started first where allowed), kept as ``socket``."""
         if self.autostart and self.endpoint is None:
             ensure_daemon(self.config)
         self.close()
         endpoint = self.endpoint or frontend(self.config) or self.config.daemon_endpoint
-        self.socket = self.ctx.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        transport.secure_connect(self.socket, endpoint, self.config)
-        self.link = (
-            transport.LinkWatch(self.socket, endpoint) if transport.is_tcp(endpoint) else None
-        )
-        self.socket.connect(endpoint)
+        self.socket = sock = self.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        transport.secure_connect(sock, endpoint, self.config)
+        self.link = transport.LinkWatch(sock, endpoint) if transport.is_tcp(endpoint) else None
+        sock.connect(endpoint)
         self.pid = daemon_pid(self.config) if self._local() else None
+        return sock
 
     def _local(self) -> bool:
         return self.endpoint is None and is_local(self.config)
@@ -132,22 +132,21 @@ class Client:
             min_seq=self.seqs.min_seq(method, palace),
             background=self.background,
         )
-        if self.socket is None:
-            self._connect()
+        sock = self.socket if self.socket is not None else self._connect()
         if self.link is not None:
             self.link.poll()  # a drop and return before this request is no reason to resend it
-        self.socket.send(frame)
+        sock.send(frame)
         deadline = time.monotonic() + wait_s
         while (remaining := deadline - time.monotonic()) > 0:
-            if self.socket.poll(int(min(remaining, POLL_SLICE_S) * 1000) + 1):
-                resp = p.decode_response(self.socket.recv())
+            if sock.poll(int(min(remaining, POLL_SLICE_S) * 1000) + 1):
+                resp = p.decode_response(sock.recv())
                 if resp.id == rid:
                     self.seqs.note(palace, resp)
                     return p.unwrap(resp)
                 continue  # a late answer to an earlier, abandoned request
             if self._daemon_replaced() or self._link_back():
-                self._connect()  # restarts the daemon if allowed, fresh socket
-                self.socket.send(frame)
+                sock = self._connect()  # restarts the daemon if allowed, fresh socket
+                sock.send(frame)
         silence = self.link.silence() if self.link is not None else None
         self.close()  # a lost request must not leave its answer in the next call's way
         if silence is not None:  # every handshake failed: a wrong server key, most likely

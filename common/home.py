@@ -233,7 +233,7 @@ def process_started(pid: int) -> str:
     return fields[19] if len(fields) > 19 else ""
 
 
-def tree_size(path: str | os.PathLike) -> int:
+def tree_size(path: str | os.PathLike[str]) -> int:
     """Bytes of the files under ``path`` (links not followed; unreadable ones skipped), for
     what ``doctor`` and the web page report of a folder's size on disk."""
     total = 0

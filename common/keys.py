@@ -223,7 +223,7 @@ def folder_signature(directory: Path) -> tuple:
         entries = list(os.scandir(directory))
     except (FileNotFoundError, NotADirectoryError):
         return ()
-    signature = []
+    signature: list[tuple[str, int | None, int | None, int | None]] = []
     for entry in sorted(entries, key=lambda e: e.name):
         try:
             st = entry.stat()
@@ -235,7 +235,7 @@ def folder_signature(directory: Path) -> tuple:
 
 def listed(home: Path) -> list[dict]:
     """Every allowed and revoked key, by name; unreadable files say why."""
-    rows = []
+    rows: list[dict[str, str | None]] = []
     for status, directory in (("allowed", clients_dir(home)), ("revoked", revoked_dir(home))):
         for path in _key_files(directory):
             name = path.name.removesuffix(".key")

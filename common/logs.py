@@ -18,7 +18,9 @@ from typing import TextIO
 # logs, and an idle palace worker is 49 MB without it, so the actors keep it out: console
 # lines get plain tracebacks. Modules log through ``get_logger`` below so that this line
 # runs before structlog is first imported.
-sys.modules.setdefault("rich", None)
+# None in sys.modules makes an import fail (the import system's documented stop); typeshed
+# types the values as modules only.
+sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
 
 import structlog  # noqa: E402
 

@@ -42,7 +42,7 @@ import unicodedata
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import msgspec
 
@@ -339,7 +339,9 @@ class EmbedParams(msgspec.Struct, kw_only=True):
 class ImportDrawer(msgspec.Struct, kw_only=True):
     """One drawer of a bulk import, stored as given (id, time and hits included)."""
 
-    drawer_id: str
+    # None: derived from the drawer's text, room and metadata (``workers/store/bulk.py``,
+    # ``derived_drawer_id``), so a file without ids imports again as a no-op.
+    drawer_id: str | None = None
     content: str
     room: str | None = None
     tags: list[str] = []
@@ -443,6 +445,7 @@ class PalaceStats(msgspec.Struct, kw_only=True):
     db_bytes: int  # palace.sqlite3 with its WAL
     index_bytes: int  # the newest index snapshot on disk
     dream_passes: list[DreamPassRecord] = []  # the last DREAM_PASSES_SHOWN, newest first
+    redacted_count: int = 0  # drawers whose text had credentials replaced by markers
 
 
 class ExportParams(msgspec.Struct, kw_only=True):
@@ -465,6 +468,9 @@ class StoredResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     # True when the text was already in the palace (same content, room and metadata): the
     # existing drawer's id is returned and nothing new is stored. Omitted when False.
     deduplicated: bool = False
+    # Credentials replaced by markers before the text was stored ([privacy] secrets =
+    # "redact"); omitted when none. The MCP tool's result keeps the contract's three keys.
+    redacted: int = 0
 
 
 class RecallHit(msgspec.Struct, kw_only=True):
@@ -543,7 +549,7 @@ class PalaceInfo(msgspec.Struct, kw_only=True):
     triple_count: int = 0
     last_seq: int = 0
     index_count: int = 0
-    # The dreamer's work (see ``workers/store/maintenance.py``): when it last applied a pass and
+    # The dreamer's work (see ``workers/store/dream_log.py``): when it last applied a pass and
     # what all its passes did so far; ``archived_count`` is what the archive holds now.
     last_dream_at: str | None = None
     dream_merged: int = 0
@@ -557,6 +563,7 @@ class ImportResult(msgspec.Struct, kw_only=True):
     skipped: int  # drawer ids already in the palace (or repeated in the batch)
     triples_imported: int = 0
     triples_skipped: int = 0  # identical triples already present
+    redacted: int = 0  # credentials replaced by markers in the batch's drawers and triples
 
 
 class ExportDrawer(msgspec.Struct, kw_only=True):
@@ -727,6 +734,25 @@ class RestoreResult(msgspec.Struct, kw_only=True):
     status: str  # "restored"
 
 
+class ScrubParams(msgspec.Struct, kw_only=True):
+    """``palace_scrub``: find the credentials a palace already holds (drawers, archive,
+    context words, triples); with ``apply``, redact them in place, re-embed the drawers
+    that changed and rewrite the index snapshot and the SQLite file so that no copy is left
+    (``workers/scrub.py``). Without it, nothing is changed: counts only."""
+
+    apply: bool = False
+
+
+class ScrubResult(msgspec.Struct, kw_only=True):
+    palace: str
+    applied: bool
+    found: dict[str, int]  # credentials by kind
+    drawers: int  # live drawers holding one (text, tags, metadata or context words)
+    archived: int  # archive entries holding one
+    triples: int  # knowledge-graph triples holding one
+    reembedded: int = 0  # drawers and archive entries given a vector of their new text
+
+
 # Methods, by who answers them.
 # Broker methods that move a palace's directory, so they first stop its workers: each is
 # answered once they have exited (killed after ``[broker] close_grace_s``).
@@ -753,6 +779,7 @@ PALACE_WRITE_METHODS = (
             "archive_restore",
             "memory_update",
             "kg_invalidate",
+            "palace_scrub",
         }
     )
     | DREAM_METHODS
@@ -809,6 +836,7 @@ PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "dream_finish": DreamFinishParams,
     "archive_list": ArchiveListParams,
     "archive_restore": ArchiveRestoreParams,
+    "palace_scrub": ScrubParams,
 }
 
 
@@ -991,8 +1019,17 @@ def decode_ready(frame: bytes) -> Ready:
         ) from exc
 
 
-def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S] | None = None) -> S:
+@overload
+def decode_params(method: str, raw: msgspec.Raw | bytes) -> Any: ...
+@overload
+def decode_params(method: str, raw: msgspec.Raw | bytes, cls: type[S]) -> S: ...
+def decode_params(
+    method: str, raw: msgspec.Raw | bytes, cls: type[msgspec.Struct] | None = None
+) -> msgspec.Struct:
     """Decode a request's params into the Struct for ``method``.
+
+    Without ``cls``, the Struct is ``PARAMS_FOR_METHOD[method]``, known only at run time:
+    typed ``Any`` for the caller, who dispatches on the method.
 
     Wrong types and missing fields become ``INVALID_PARAMS`` with msgspec's message,
     which names the offending field (e.g. ``Expected `str`, got `int` - at `$.text```).

@@ -34,8 +34,9 @@ import socket
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import zmq
 
@@ -460,7 +461,7 @@ class ConnectionGuard:
         it binds, so that no accept goes unseen)."""
         address = f"inproc://trusty-memory-guard-{id(sock):x}-{time.monotonic_ns()}"
         sock.monitor(address, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
-        monitor = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
+        monitor: zmq.SyncSocket = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
         monitor.setsockopt(zmq.LINGER, 0)
         monitor.setsockopt(zmq.RCVHWM, 0)  # no event dropped, or the counts would drift
         monitor.connect(address)
@@ -490,7 +491,7 @@ class ConnectionGuard:
                 if self.failing():
                     self.log.exception("tcp guard failed on an event", error=repr(exc))
 
-    def on_event(self, event: dict) -> None:
+    def on_event(self, event: Mapping[str, Any]) -> None:
         fd = int(event["value"])
         self._forget(fd)  # a disconnect, or a descriptor reused after a missed one
         if event["event"] != zmq.EVENT_ACCEPTED:
@@ -563,7 +564,8 @@ class SessionCheck:
     def admit(self, sock: zmq.Socket, frames: list[zmq.Frame]) -> bool:
         """True to pass the message on; False once it has been answered or dropped."""
         try:
-            key = frames[-1].get("User-Id").encode("ascii")
+            user_id = frames[-1].get("User-Id")  # a named property: a str
+            key = user_id.encode("ascii") if isinstance(user_id, str) else b""
         except (zmq.ZMQError, UnicodeEncodeError):
             key = b""  # a CURVE socket's messages always carry it: refuse what does not
         if key == self.own_key or key in self.current():
@@ -701,7 +703,7 @@ class LinkWatch:
         address = f"inproc://trusty-memory-link-{id(self):x}-{time.monotonic_ns()}"
         sock.monitor(address, self.EVENTS)
         # A plain context over the same libzmq one, so this works for asyncio sockets too.
-        self.monitor = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
+        self.monitor: zmq.SyncSocket = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
         self.monitor.setsockopt(zmq.LINGER, 0)
         self.monitor.connect(address)
         self.handshakes = 0

@@ -2,7 +2,7 @@
 
 A separate process and a client of the broker like any other (it never opens a palace's
 files): every step is a ``dream_*`` request that the palace's writer runs as one bounded
-batch in one transaction (``workers/store/maintenance.py``). The pieces:
+batch in one transaction (``workers/store/dedup.py``, ``decay.py``). The pieces:
 
 * ``planner``   turns duplicate pairs into merge groups (pure, no I/O).
 * ``progress``  the JSON-lines events, Engram's trainer protocol: progress, metric,

@@ -3,7 +3,7 @@
 Pairs come from an approximate scan, and near-duplication is not transitive (a ~ b and
 b ~ c does not make a ~ c), so a group here is only a proposal: the writer picks the
 survivor and merges only the members that are duplicates *of the survivor*
-(``maintenance.merge_groups``). Whatever it leaves is proposed again next pass.
+(``workers/store/dedup.merge_groups``). Whatever it leaves is proposed again next pass.
 """
 
 from __future__ import annotations

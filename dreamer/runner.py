@@ -116,7 +116,8 @@ class DreamPass:
 
     def scan(self) -> list[p.DuplicatePair]:
         pairs: dict[tuple[str, str], p.DuplicatePair] = {}
-        after, scanned = 0, 0
+        after: int | None = 0
+        scanned = 0
         while after is not None:
             self.yield_turn()
             data = self.call(
@@ -183,7 +184,7 @@ class DreamPass:
         self.emit(ev.metric(self.palace, "distinct_pairs", len(kept)))
 
     def decay(self) -> None:
-        after = 0
+        after: int | None = 0
         scanned = 0
         while after is not None:
             self.yield_turn()
@@ -209,7 +210,7 @@ class DreamPass:
         self.emit(ev.metric(self.palace, "archived", self.report.archived))
 
     def kg_decay(self) -> None:
-        after = 0
+        after: int | None = 0
         while after is not None:
             self.yield_turn()
             params = {

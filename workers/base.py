@@ -64,8 +64,8 @@ class Worker:
         self.config = config
         self.log = log
         self.remote = remote
-        self.ctx = zmq.Context.instance()
-        self.socket: zmq.Socket | None = None
+        self.ctx: zmq.SyncContext = zmq.Context.instance()
+        self.socket: zmq.SyncSocket | None = None
         self.running = True
         self.parent_pid = None if remote else home.expected_parent()
         self.rejoin_at: float | None = None  # a remote worker told to go: when to return
@@ -107,9 +107,9 @@ class Worker:
         try:
             while self.running:
                 if self.rejoin_at is not None:
-                    self._rejoin_when_due()
+                    self._rejoin_when_due(self.rejoin_at)
                     continue
-                if self.socket.poll(int(heartbeat * 1000), zmq.POLLIN):
+                if self._broker().poll(int(heartbeat * 1000), zmq.POLLIN):
                     jobs = self._drain()
                     if jobs:
                         self._send_replies(self.handle_batch(jobs))
@@ -157,10 +157,15 @@ class Worker:
         self._send([p.W_READY, p.encode(ready)])
         self.last_broker_msg = time.monotonic()
 
-    def _rejoin_when_due(self) -> None:
+    def _broker(self) -> zmq.SyncSocket:
+        """The socket to the broker: ``run`` connects it first, and it is never unset."""
+        assert self.socket is not None, "the worker is not connected: run() connects it"
+        return self.socket
+
+    def _rejoin_when_due(self, rejoin_at: float) -> None:
         """A remote worker the broker sent away: connect again once its pause is over
         (doubling up to ``REJOIN_MAX_S`` while it keeps being sent away)."""
-        wait_s = self.rejoin_at - time.monotonic()
+        wait_s = rejoin_at - time.monotonic()
         if wait_s > 0:
             time.sleep(min(wait_s, 0.2))  # short naps: a signal stops us promptly
             return
@@ -169,7 +174,7 @@ class Worker:
         self._connect()
 
     def _send(self, frames: list[bytes]) -> None:
-        self.socket.send_multipart(frames)
+        self._broker().send_multipart(frames)
         self.last_sent = time.monotonic()
 
     def _drain(self) -> list[Job]:
@@ -177,7 +182,7 @@ class Worker:
         jobs: list[Job] = []
         while len(jobs) < self.batch_max:
             try:
-                frames = self.socket.recv_multipart(zmq.NOBLOCK)
+                frames = self._broker().recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
             self.last_broker_msg = time.monotonic()

@@ -3,7 +3,7 @@
 Ops add readers to a hot palace (``trusty-memory scale PALACE --readers N``) so that
 recalls stop queueing behind one process. A reader opens the palace's SQLite read-only
 (WAL lets it read while the writer commits), loads the writer's newest index snapshot
-and catches up from the change log (``store_read.ReadStore``); it never writes a file.
+and catches up from the change log (``store.read.ReadStore``); it never writes a file.
 
 Freshness, per batch: a request may carry ``min_seq``, the seq of its session's last
 write; the reader catches up before answering whenever it is behind that (read-your-
@@ -86,8 +86,7 @@ class PalaceReader(PalaceWorker):
             )
         except p.TrustyError as exc:
             self.log.info("hits kept for later", error=exc.message, labels=len(hits))
-            for label, count in hits.items():
-                self.store._pending_hits[label] += count
+            self.store.keep_hits(hits)
 
     def on_stop(self) -> None:
         if self.store is not None:

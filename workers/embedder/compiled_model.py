@@ -176,8 +176,8 @@ def dist_versions(dists: tuple[str, ...]) -> dict[str, str]:
         except OSError:
             continue
         for name in names:
-            dist, _, version = name[: -len(".dist-info")].partition("-")
-            dist = wanted.get(dist.lower())
+            dist_name, _, version = name[: -len(".dist-info")].partition("-")
+            dist = wanted.get(dist_name.lower())
             if dist and dist not in found:
                 found[dist] = version
     return {d: found[d] for d in dists if d in found}
@@ -278,7 +278,7 @@ def entries(cache_root: Path) -> list[dict]:
 
 def clean(cache_root: Path, log) -> list[dict]:
     """Remove every entry but this install's (``setup --clean``); returns what went."""
-    removed = []
+    removed: list[dict] = []
     if not cache_root.is_dir():
         return removed
     with open(cache_root / ".lock", "w") as lock:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,9 @@ class MiniLMEmbedder:
         self.cache_root = cache_root  # None: compiled_model.default_cache_root()
         self.log = log
         self.progress = progress  # called with each step of a build (setup's progress line)
-        self._model = None  # a CompiledModel or a SentenceTransformer
+        # A CompiledModel or a SentenceTransformer (the export extra's: typed Any, as it is
+        # imported only where it serves); ``_compiled`` says which.
+        self._model: Any = None
         self._compiled = False
 
     def load(self) -> None:

@@ -33,18 +33,23 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-try:  # a script beside a copy of compiled_model.py (how the embedder and setup run it)
-    import compiled_model as _compiled
-except ImportError:  # imported from the package
+if TYPE_CHECKING:  # the type checker reads the package's copy
     from trusty_memory.workers.embedder import compiled_model as _compiled
+else:
+    try:  # a script beside a copy of compiled_model.py (how the embedder and setup run it)
+        import compiled_model as _compiled
+    except ImportError:  # imported from the package
+        from trusty_memory.workers.embedder import compiled_model as _compiled
 
 FORMAT, MIN_COSINE, PROBES = _compiled.FORMAT, _compiled.MIN_COSINE, _compiled.PROBES
 MODEL_DIST, MODEL_VERSION = _compiled.MODEL_DIST, _compiled.MODEL_VERSION
-CompiledModel, dist_versions = _compiled.CompiledModel, _compiled.dist_versions
+CompiledModel = _compiled.CompiledModel
+dist_versions = _compiled.dist_versions
 
 BUILT_WITH = (MODEL_DIST, "torch", "sentence-transformers", "transformers", "onnx", "onnxruntime")
 
@@ -79,26 +84,32 @@ def build(model_path: Path, out: Path) -> float:
 
     hf_logging.disable_progress_bar()  # stderr is a JSON log
     model = SentenceTransformer(str(model_path), device="cpu")
-    names = [type(m).__name__ for m in model]
-    pooling = model[1].get_config_dict() if len(names) > 1 else {}
+    # Its modules' classes moved between sentence-transformers releases: they are told
+    # apart by name (below), and typed Any.
+    modules: list[Any] = list(model)
+    names = [type(m).__name__ for m in modules]
+    pooling = modules[1].get_config_dict() if len(names) > 1 else {}
     if names != ["Transformer", "Pooling", "Normalize"] or pooling.get("pooling_mode") != "mean":
         raise UnsupportedModel(f"module stack {names} is not Transformer -> mean -> Normalize")
 
     want = model.encode(PROBES, normalize_embeddings=True, convert_to_numpy=True)
-    transformer = model[0].auto_model
+    transformer = modules[0].auto_model
     if transformer.config.model_type != "bert":
         raise UnsupportedModel(f"model type {transformer.config.model_type!r} is not BERT")
     transformer.set_attn_implementation("eager")  # the pattern the optimizer fuses
     example = model.preprocess(PROBES[1:3])
     inputs = (example["input_ids"], example["attention_mask"], example["token_type_ids"])
+    pad_id, max_seq_length = model.tokenizer.pad_token_id, model.max_seq_length
+    if pad_id is None or max_seq_length is None:  # the compiled model pads and truncates
+        raise UnsupportedModel("the model has no padding token or no truncation length")
     _export(MeanPooled(transformer).eval(), inputs, transformer.config, out)
     model.tokenizer.backend_tokenizer.save(str(out / "tokenizer.json"))
     np.save(out / "probes.npy", want.astype(np.float32))
     meta = {
         "format": FORMAT,
         "dim": int(pooling["embedding_dimension"]),
-        "max_seq_length": int(model.max_seq_length),
-        "pad_id": int(model.tokenizer.pad_token_id),
+        "max_seq_length": int(max_seq_length),
+        "pad_id": int(pad_id),
         "built_with": dist_versions(BUILT_WITH),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
