@@ -6,7 +6,8 @@ tools call), against a real daemon in a throw-away home.
 The palace is loaded with ``palace_import`` and vectors given (random unit vectors: these
 ops never rank by vector), so loading costs no model time; ``memory_update`` of a text
 does embed, as it must. Measured, one call at a time: ``memory_search`` for a word in a
-twelfth of the drawers, for one in all of them, and for a phrase with a room filter and a
+twelfth of the drawers, for one in all of them, for a question (its words ORed, ranked by
+BM25), and for a phrase with a room filter and a
 time range; the next page through a cursor; listing the whole palace with cursors, 1,000
 at a time; ``drawer_get``; ``memory_update`` (tags only, and a new text); ``kg_history`` of
 a subject with 50 facts; ``kg_query`` with ``as_of``; ``palace_stats``.
@@ -73,6 +74,9 @@ def run(drawers: int, calls: int) -> dict:
         out["search_word"] = timed(lambda i: c.search(PALACE, word, limit=20), calls)
         # "note" is in every drawer: FTS5 ranks every match before it can return a page.
         out["search_word_in_all"] = timed(lambda i: c.search(PALACE, "note", limit=20), calls)
+        # A question as typed: its words ORed (prefixes too), "decided" in every drawer.
+        question = "what did we decide about deployment to staging"
+        out["search_question"] = timed(lambda i: c.search(PALACE, question, limit=20), calls)
         out["search_phrase_room_time"] = timed(
             lambda i: c.search(PALACE, f'"{TOPICS[5]}"', room="Backend",
                                since="2026-02-10", until="2026-02-20", limit=20),

@@ -6,6 +6,10 @@ The file format, one JSON object per line (``type`` says which)::
     {"type": "drawer", "drawer_id": "<uuid>", "content": "...", "room": "General",
      "tags": [], "importance": 0.5, "created_at": "2026-01-01T00:00:00Z", "hits": 0,
      "metadata": {...}, "vector": "<base64 float32>" | [384 numbers]}    vector optional
+     (only "content" is required: a file written by hand or converted from elsewhere may
+     leave out "type" and "drawer_id" too; a drawer without an id gets one derived from
+     its text, room and metadata, ``derived_drawer_id``, so importing it again skips what
+     is in, and a line that repeats an earlier one is one drawer)
      (plus "own_vector", the same, beside a vector the palace mixed with its episode's
      context: the drawer's own text's vector, which the dreamer compares; and "context",
      the words of its episode predecessor that deep recall's BM25 reads, or null. Export
@@ -18,7 +22,8 @@ Import reads the stream line by line and sends batches of ``batch_size`` lines, 
 ``palace_import`` request, which the palace worker stores as one transaction. Every line
 of a batch is validated here first (with the worker's own checks, ``workers/store/bulk.py``); a
 batch holding a bad line is not sent at all, so a file is never half-imported batch-wise,
-and every bad line is reported with its number and cause. Import is idempotent by drawer
+and every bad line is reported with its number and cause. ``Progress`` reports how far it
+is as it goes, on a terminal or not. Import is idempotent by drawer
 id, so after a failure the same command can simply be run again: a drawer id the palace
 holds with the same content is skipped. A drawer id that comes twice in one file is a bad
 line, and so is one the palace holds with other content (found once its batch is in: the
@@ -51,10 +56,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, TypedDict, Unpack
 
 import msgspec
 
@@ -88,8 +93,11 @@ class HeaderLine(msgspec.Struct, tag="header", tag_field="type", kw_only=True):
     dim: int | None = None
 
 
-class DrawerLine(msgspec.Struct, tag="drawer", tag_field="type", kw_only=True):
-    drawer_id: str
+class DrawerFields(msgspec.Struct, kw_only=True):
+    """A drawer's line; ``DrawerLine`` when it says ``"type": "drawer"``, and read as this
+    when it says no type at all (a file written by hand)."""
+
+    drawer_id: str | None = None  # None: ``derived_drawer_id``
     content: str
     room: str | None = None
     tags: list[str] = []
@@ -105,6 +113,10 @@ class DrawerLine(msgspec.Struct, tag="drawer", tag_field="type", kw_only=True):
     context: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
+class DrawerLine(DrawerFields, tag="drawer", tag_field="type", kw_only=True):
+    pass
+
+
 class TripleLine(msgspec.Struct, tag="triple", tag_field="type", kw_only=True):
     subject: str
     predicate: str
@@ -117,6 +129,8 @@ class TripleLine(msgspec.Struct, tag="triple", tag_field="type", kw_only=True):
 
 Line = HeaderLine | DrawerLine | TripleLine
 _line_decoder = msgspec.json.Decoder(Line)
+_untyped_decoder = msgspec.json.Decoder(DrawerFields)
+_NO_TYPE = "Object missing required field `type`"
 _encoder = msgspec.json.Encoder()
 
 
@@ -164,33 +178,93 @@ class ImportSummary:
         }
 
 
-class Progress:
-    """A one-line progress report on stderr, redrawn with ``\\r``; silent when not a TTY."""
+# How often progress is written: redrawn on a terminal; elsewhere (a pipe, a log file,
+# ``--json``) a line of its own every few seconds, so a long import is never silent.
+TTY_EVERY_S = 0.2
+LINE_EVERY_S = 5.0
 
-    def __init__(self, label: str, total: int | None = None, stream: IO[str] | None = None):
+
+class Progress:
+    """How far an import or export is, on stderr: on a terminal one line redrawn with
+    ``\r``, elsewhere a line of its own every ``LINE_EVERY_S``. A clock thread writes it
+    as well as ``update``: while the daemon stores a batch (500 texts to embed take tens of
+    seconds) nothing calls ``update``, and the report must go on (with its seconds)."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int | None = None,
+        stream: IO[str] | None = None,
+        every_s: float | None = None,
+    ):
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
+        self.tty = self.stream.isatty()
+        self.every_s = every_s or (TTY_EVERY_S if self.tty else LINE_EVERY_S)
         self.label = label
         self.total = total
         self.started = time.monotonic()
         self.last_draw = 0.0
+        self.state: tuple[int, str, float | None, int | None] | None = None
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.clock: threading.Thread | None = None
 
-    def update(self, done: int, unit: str = "lines", fraction: float | None = None) -> None:
-        now = time.monotonic()
-        if not self.enabled or now - self.last_draw < 0.2:
-            return
-        self.last_draw = now
-        rate = done / max(now - self.started, 1e-9)
+    def update(
+        self,
+        done: int,
+        unit: str = "lines",
+        fraction: float | None = None,
+        stored: int | None = None,
+    ) -> None:
+        """``done`` of ``unit`` read or written so far; ``stored``: how many of them the
+        palace holds now (an import's rate is of those)."""
+        with self.lock:
+            self.state = (done, unit, fraction, stored)
+        if self.clock is None:
+            self.clock = threading.Thread(target=self._tick, name="progress", daemon=True)
+            self.clock.start()
+        if self.tty and time.monotonic() - self.last_draw >= self.every_s:
+            self._draw()
+
+    def _tick(self) -> None:
+        """The clock: a terminal's line each second (its seconds move on), else a line
+        every ``every_s``."""
+        while not self.stopped.wait(max(self.every_s, 1.0) if self.tty else self.every_s):
+            self._draw()
+
+    def text(self) -> str:
+        """The report as it stands: percent (when known), counts, rate, seconds."""
+        done, unit, fraction, stored = self.state or (0, "lines", None, None)
+        elapsed = time.monotonic() - self.started
         if fraction is None and self.total:
             fraction = done / self.total
         pct = f" {100 * fraction:5.1f}%" if fraction is not None else ""
-        self.stream.write(f"\r{self.label}:{pct} {done:,} {unit}, {rate:,.0f}/s ")
-        self.stream.flush()
+        counted = f", {stored:,} stored" if stored is not None else ""
+        rate = (stored if stored is not None else done) / max(elapsed, 1e-9)
+        return f"{self.label}:{pct} {done:,} {unit}{counted}, {rate:,.0f}/s, {elapsed:,.0f} s"
+
+    def _draw(self) -> None:
+        with self.lock:
+            if self.stopped.is_set() or self.state is None:
+                return
+            self.last_draw = time.monotonic()
+            line = f"\r{self.text()} " if self.tty else f"{self.text()}\n"
+            with contextlib.suppress(OSError, ValueError):  # stderr closed: nothing to tell
+                self.stream.write(line)
+                self.stream.flush()
 
     def close(self) -> None:
-        if self.enabled and self.last_draw:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Stop the clock; a terminal's line is ended, so what follows starts afresh."""
+        with self.lock:
+            if self.stopped.is_set():
+                return
+            self.stopped.set()
+        if self.clock is not None:
+            self.clock.join()
+        if self.tty and self.last_draw:
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.write("\n")
+                self.stream.flush()
 
 
 # -- import --------------------------------------------------------------------------
@@ -222,18 +296,31 @@ def parse_line(
 
     Raises ``ValueError`` naming the cause (msgspec names the field: ``at `$.content```).
     """
+    return _parse(raw, max_text_bytes, dim)[0]
+
+
+def _parse(
+    raw: bytes, max_text_bytes: int, dim: int = DIM
+) -> tuple[p.ImportDrawer | p.ImportTriple | None, bool]:
+    """``parse_line``, and whether the line's drawer id was derived (it named none)."""
     if not raw.strip():
-        return None
+        return None, False
     try:
         line = _line_decoder.decode(raw)
     except msgspec.ValidationError as exc:
-        raise ValueError(str(exc)) from None
+        if str(exc) != _NO_TYPE:
+            raise ValueError(str(exc)) from None
+        line = _untyped(raw)  # no "type": a drawer, as a file written by hand has them
     except msgspec.DecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     try:
-        if isinstance(line, DrawerLine):
+        if isinstance(line, DrawerFields):
+            # Checked as the file has it (vectors as lists of numbers or bytes); what is
+            # sent holds the checked vectors, unit float32 bytes, and the id (derived when
+            # the line names none).
+            checked = check_drawer(line, dim, max_text_bytes)
             drawer = p.ImportDrawer(
-                drawer_id=line.drawer_id,
+                drawer_id=checked.id,
                 content=line.content,
                 room=line.room,
                 tags=line.tags,
@@ -241,44 +328,74 @@ def parse_line(
                 created_at=line.created_at,
                 hits=line.hits,
                 metadata=line.metadata,
-                vector=line.vector,  # checked and turned into unit float32 bytes below
-                own_vector=line.own_vector,
+                vector=checked.vector,
+                own_vector=checked.own_vector,
                 context=line.context,
             )
-            checked = check_drawer(drawer, dim, max_text_bytes)
-            drawer.vector, drawer.own_vector = checked.vector, checked.own_vector
-            drawer.drawer_id = checked.id
-            return drawer
+            return drawer, line.drawer_id is None
         if isinstance(line, TripleLine):
             triple = p.ImportTriple(**msgspec.structs.asdict(line))
             check_triple(triple)
-            return triple
+            return triple, False
     except p.TrustyError as exc:
         raise ValueError(exc.message) from None
     if line.dim is not None and line.dim != dim:
         raise ValueError(f"header: vectors are {line.dim}-d; this palace takes {dim}")
-    return None
+    return None, False
+
+
+def _id_of(drawer: p.ImportDrawer) -> str:
+    """A parsed drawer's id: ``_parse`` gives every drawer one (``check_drawer`` derives
+    it when the line names none), though the wire type lets a sender leave it out."""
+    assert drawer.drawer_id is not None, "a parsed drawer always has its id"
+    return drawer.drawer_id
+
+
+def _untyped(raw: bytes) -> DrawerFields:
+    try:
+        return _untyped_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"{exc} (a line without a type is a drawer)") from None
 
 
 def _check_unique(
-    item: p.ImportDrawer | p.ImportTriple | None, lineno: int, seen: dict[str, int]
+    item: p.ImportDrawer | p.ImportTriple | None,
+    lineno: int,
+    seen: dict[str, int],
+    derived: bool = False,
 ) -> None:
     """Raise ``ValueError`` when ``item`` is a drawer whose id an earlier line of this
     file had: the worker would skip it as if the palace held it, and one of the two
-    lines would be lost without a word. ``seen``: drawer id -> its first line."""
-    if not isinstance(item, p.ImportDrawer):
+    lines would be lost without a word. ``seen``: drawer id -> its first line. Not for
+    a ``derived`` id: two lines with one derived id hold the same drawer (text, room,
+    metadata), so skipping the second loses nothing."""
+    if not isinstance(item, p.ImportDrawer) or derived:
         return
-    first = seen.setdefault(item.drawer_id, lineno)
+    drawer_id = _id_of(item)
+    first = seen.setdefault(drawer_id, lineno)
     if first != lineno:
         raise ValueError(
-            f"drawer id {item.drawer_id} appears twice in this file (first on line {first})"
+            f"drawer id {drawer_id} appears twice in this file (first on line {first})"
         )
 
 
-def import_file(client: Client, palace: str, stream: IO[bytes], **options: Any) -> ImportSummary:
+def import_file(
+    client: Client,
+    palace: str,
+    stream: IO[bytes],
+    *,
+    on_interrupt: Callable[[bool], None] | None = None,
+    **options: Any,
+) -> ImportSummary:
     """``import_jsonl`` into ``palace``, created when missing (not by a dry run). If this
     call created it and the import fails or is interrupted, the palace is removed (nothing
-    got in) or archived (some batches did); one that existed before is left as it is."""
+    got in) or archived (some batches did); one that existed before is left as it is.
+
+    An interrupt (SIGINT/SIGTERM) is answered at once: the progress report stops, the
+    batch in flight is not waited for (its socket is closed: the palace stores or drops
+    it whole, and re-running skips what it stored) and ``on_interrupt(created)`` is
+    called, so the caller can say so before taking a created palace away, which waits
+    for the palace."""
     created = False
     summary = ImportSummary()
     try:
@@ -290,6 +407,11 @@ def import_file(client: Client, palace: str, stream: IO[bytes], **options: Any) 
         import_jsonl(client, palace, stream, summary=summary, **options)
     except KeyboardInterrupt:
         summary.error, summary.interrupted = "interrupted", True
+        if options.get("progress") is not None:
+            options["progress"].close()
+        client.close()  # the batch in flight's answer is dropped, not waited for
+        if on_interrupt is not None:
+            on_interrupt(created)
     except OSError as exc:
         summary.error = f"cannot read the input: {exc.strerror or exc}"
     except BaseException:
@@ -380,8 +502,8 @@ def import_jsonl(
             return summary
         read += len(raw)
         try:
-            item = parse_line(raw, max_text_bytes)
-            _check_unique(item, lineno, seen)
+            item, derived = _parse(raw, max_text_bytes)
+            _check_unique(item, lineno, seen, derived)
         except ValueError as exc:
             summary.bad.append(BadLine(lineno, str(exc)))
             batch_bad = True
@@ -393,7 +515,9 @@ def import_jsonl(
                 return summary
             batch, batch_bad = [], False
         if progress is not None:
-            progress.update(lineno, fraction=read / total_bytes if total_bytes else None)
+            stored = summary.imported + summary.skipped
+            fraction = read / total_bytes if total_bytes else None
+            progress.update(lineno, fraction=fraction, stored=None if dry_run else stored)
     if batch or batch_bad:
         _flush(client, palace, batch, batch_bad, dry_run, summary)
     return summary
@@ -473,14 +597,15 @@ def _clashes(
     for lineno, item in batch:
         if not isinstance(item, p.ImportDrawer):
             continue
+        drawer_id = _id_of(item)
         try:
-            stored = client.get(palace, item.drawer_id)
+            stored = client.get(palace, drawer_id)
         except p.TrustyError as exc:
             if exc.code == p.ErrorCode.DRAWER_NOT_FOUND:  # forgotten since: nothing to compare
                 continue
             raise
         if stored.content != item.content:
-            found.append((lineno, item.drawer_id))
+            found.append((lineno, drawer_id))
     return found
 
 
@@ -506,6 +631,23 @@ class ExportSummary:
     triples: int = 0
 
 
+class ExportSink(Protocol):
+    """Where ``export_jsonl`` writes: a binary stream (``sys.stdout.buffer``), or the
+    ``_ExportFile`` that names its path in a write failure."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> object: ...
+
+
+class ExportOptions(TypedDict, total=False):
+    """``export_jsonl``'s keyword options, as ``export_file`` passes them on."""
+
+    vectors: bool
+    page_size: int
+    progress: Progress | None
+
+
 def _drawer_line(d: p.ExportDrawer) -> bytes:
     """A drawer's line; ``own_vector`` only where there is one (``context`` always: null
     says "none", which a missing key would not)."""
@@ -518,7 +660,7 @@ def _drawer_line(d: p.ExportDrawer) -> bytes:
 def export_jsonl(
     client: Client,
     palace: str,
-    out: IO[bytes],
+    out: ExportSink,
     *,
     vectors: bool = True,
     page_size: int = EXPORT_PAGE,
@@ -550,7 +692,9 @@ def export_jsonl(
     return summary
 
 
-def export_file(client: Client, palace: str, path: Path, **options: Any) -> ExportSummary:
+def export_file(
+    client: Client, palace: str, path: Path, **options: Unpack[ExportOptions]
+) -> ExportSummary:
     """``export_jsonl`` into the file ``path``, which only ever appears whole: the lines go
     to a new temporary file beside it (random name, created exclusively, mode 0600), flushed
     to disk and renamed into place. An export that fails or is interrupted leaves no
@@ -637,7 +781,7 @@ def _kind(found: os.stat_result) -> str:
 
 
 def _export_replacing(
-    client: Client, palace: str, named: Path, final: Path, options: dict[str, Any]
+    client: Client, palace: str, named: Path, final: Path, options: ExportOptions
 ) -> ExportSummary:
     """Write a new temporary file beside ``final`` and rename it onto ``final`` once whole.
     The rename replaces whatever name is there and never follows it."""
@@ -664,7 +808,7 @@ def _export_replacing(
 
 
 def _export_through(
-    client: Client, palace: str, named: Path, found: os.stat_result, options: dict[str, Any]
+    client: Client, palace: str, named: Path, found: os.stat_result, options: ExportOptions
 ) -> ExportSummary:
     """Write into the pipe or device ``named``, checked by ``_export_target`` as
     ``found``; refused when what opens is not that (swapped in meanwhile)."""

@@ -19,8 +19,9 @@ import pytest
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.dreamer.planner import group_pairs
-from trusty_memory.workers.store import context
-from trusty_memory.workers.store import maintenance as m
+from trusty_memory.workers.store import archive, context, decay, dedup
+from trusty_memory.workers.store import edit as store_edit
+from trusty_memory.workers.store import rows as store_rows
 from trusty_memory.workers.store.read import ReadStore
 from trusty_memory.workers.store.write import PalaceStore
 
@@ -54,7 +55,7 @@ class Embed:
 
 
 def merge(store: PalaceStore, groups: list[list[str]], embed=None, **params):
-    return m.merge_groups(store, p.DreamMergeParams(groups=groups, **params), embed or Embed())
+    return dedup.merge_groups(store, p.DreamMergeParams(groups=groups, **params), embed or Embed())
 
 
 def put(store: PalaceStore, text: str, vec: np.ndarray, **fields) -> str:
@@ -108,17 +109,17 @@ def assert_in_step(store: PalaceStore) -> None:
     ],
 )
 def test_effective_importance(base, age, hits, expected):
-    assert m.effective_importance(base, age, hits, 90) == pytest.approx(expected, abs=1e-9)
+    assert decay.effective_importance(base, age, hits, 90) == pytest.approx(expected, abs=1e-9)
 
 
 def test_raw_importance_is_what_pruning_sees_below_the_floor():
-    assert m.raw_importance(0.5, 900, 0, 90) == pytest.approx(0.5 * 2**-10)
-    assert m.effective_importance(0.5, 900, 0, 90) == 0.05
+    assert decay.raw_importance(0.5, 900, 0, 90) == pytest.approx(0.5 * 2**-10)
+    assert decay.effective_importance(0.5, 900, 0, 90) == 0.05
 
 
 def test_kg_confidence_decay():
-    assert m.decayed_confidence(0.9, 180, 180) == pytest.approx(0.45)
-    assert m.decayed_confidence(0.9, 10_000, 180) == 0.05
+    assert decay.decayed_confidence(0.9, 180, 180) == pytest.approx(0.45)
+    assert decay.decayed_confidence(0.9, 10_000, 180) == 0.05
 
 
 def test_group_pairs_takes_connected_components_biggest_first():
@@ -171,7 +172,7 @@ def test_near_duplicates_merge_into_the_most_important(store):
     far = put(store, "unrelated", near(base, 0.90, "c"))
     other_room = put(store, "deploys on tuesday!", near(base, 0.99, "d"), room="Elsewhere")
     store.recall("q", base)  # a pending hit for each, flushed by the merge's transaction
-    scan = m.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    scan = dedup.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
     assert {(x.a, x.b) for x in scan.pairs} == {tuple(sorted((a, b)))}
     groups = [*group_pairs(scan.pairs), [b, far, other_room]]
     preview = merge(store, groups, dry_run=True)
@@ -211,14 +212,14 @@ def test_restatements_with_context_mixed_vectors_are_compared_by_their_own(store
     assert np.allclose(np.frombuffer(vector, "<f4"), mix_b) and np.allclose(
         np.frombuffer(own, "<f4"), own_b
     )
-    scan = m.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    scan = dedup.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
     assert [(x.a, x.b, round(x.similarity, 2)) for x in scan.pairs] == [(*sorted((a, b)), 0.97)]
     assert lone not in {x.a for x in scan.distinct} | {x.b for x in scan.distinct}
     result = merge(store, [[a, b]])
     assert [(x.keep, x.merged) for x in result.actions] == [(a, [b])]
     [(archived_own,)] = rows(store, "SELECT own_vector FROM archive WHERE id = ?", b)
     assert archived_own == own
-    m.archive_restore(store, b)
+    store_edit.archive_restore(store, b)
     [(restored_vector, restored_own)] = rows(
         store, "SELECT vector, own_vector FROM drawers WHERE id = ?", b
     )
@@ -238,8 +239,8 @@ def test_a_failing_merge_leaves_no_half_merged_drawer(store, monkeypatch):
             raise RuntimeError("power cut")
         real_archive(conn, row, reason, merged_into, **kwargs)
 
-    real_archive = m._archive
-    monkeypatch.setattr(m, "_archive", crash)
+    real_archive = archive.archive_row
+    monkeypatch.setattr(archive, "archive_row", crash)
     with pytest.raises(RuntimeError):
         merge(store, [ids])
     assert rows(store, "SELECT count(*) FROM drawers") == [(3,)]
@@ -252,7 +253,7 @@ def test_near_pairs_stating_different_facts_are_not_proposed_nor_merged(store):
     old = put(store, "The API rate limit is 100 requests per minute", base, importance=0.9)
     new = put(store, "The API rate limit is 1000 requests per minute", near(base, 0.97, "n"))
     twin = put(store, "the API rate limit is 100 requests per minute.", near(base, 0.98, "t"))
-    scan = m.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    scan = dedup.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
     assert {(x.a, x.b) for x in scan.pairs} == {tuple(sorted((old, twin)))}
     # Reported once, the reason reading a's values vs b's (``twin`` is at cosine ~0.95
     # from ``new``, under the threshold).
@@ -342,9 +343,9 @@ def test_restore_brings_a_merged_drawer_back_after_the_survivor_was_rewritten(st
     [(old_vector,)] = rows(store, "SELECT vector FROM drawers WHERE id = ?", gone)
     result = merge(store, [[keep, gone]])
     assert [(x.keep, x.merged) for x in result.actions] == [(keep, [gone])]
-    [entry] = m.archive_list(store, p.ArchiveListParams(reason="merged")).drawers
+    [entry] = archive.archive_list(store, p.ArchiveListParams(reason="merged")).drawers
     assert (entry.drawer_id, entry.merged_into) == (gone, keep)
-    m.archive_restore(store, gone)
+    store_edit.archive_restore(store, gone)
     [(content, tags, vector)] = rows(
         store, "SELECT content, tags, vector FROM drawers WHERE id = ?", gone
     )
@@ -372,9 +373,9 @@ def test_write_time_dedup_is_exact_text_only(store):
     assert store.info().drawer_count == 3
     conn = store.db.conn
     digest = hashlib.sha256(b"The API rate limit is 100 requests per minute").hexdigest()
-    assert m.find_exact_duplicate(conn, digest, "General", None)[1] == first
+    assert store_rows.find_exact_duplicate(conn, digest, "General", None)[1] == first
     other = hashlib.sha256(b"The API rate limit is 100 requests per minute.").hexdigest()
-    assert m.find_exact_duplicate(conn, other, "General", None) is None
+    assert store_rows.find_exact_duplicate(conn, other, "General", None) is None
 
 
 # -- decay, prune, archive -------------------------------------------------------------------
@@ -388,43 +389,43 @@ def test_decay_prune_and_restore_round_trip(store):
     )
     now = "2025-04-01T00:00:00Z"  # 90 days after ``old``: one half-life
     params = p.DreamDecayParams(now=now, half_life_days=90)
-    preview = m.decay_page(store, p.DreamDecayParams(now=now, dry_run=True))
-    result = m.decay_page(store, params)
+    preview = decay.decay_page(store, p.DreamDecayParams(now=now, dry_run=True))
+    result = decay.decay_page(store, params)
     assert preview == result and result.archived == [gone]
     assert dict(rows(store, "SELECT id, importance FROM drawers")) == {
         fresh: 0.5,  # created "now" by the wall clock: in the future of ``now``
         old: pytest.approx(0.25),
     }
-    again = m.decay_page(store, params)
+    again = decay.decay_page(store, params)
     assert again.decayed == 0 and again.archived == []  # recomputed from the base: stable
     info = store.info()
     assert info.drawer_count == info.index_count == 2 and info.archived_count == 1
-    listed = m.archive_list(store, p.ArchiveListParams())
+    listed = archive.archive_list(store, p.ArchiveListParams())
     assert [(d.drawer_id, d.reason, d.content) for d in listed.drawers] == [
         (gone, "pruned", "old and forgotten")
     ]
-    m.archive_restore(store, gone)
+    store_edit.archive_restore(store, gone)
     assert store.info().drawer_count == store.info().index_count == 3
     assert store.recall("q", unit("g"), top_k=1)[0].drawer_id == gone
     # Restoring restarted its decay clock: the next pass (by the real clock) keeps it.
-    assert gone not in m.decay_page(store, p.DreamDecayParams()).archived
+    assert gone not in decay.decay_page(store, p.DreamDecayParams()).archived
     with pytest.raises(p.TrustyError) as err:
-        m.archive_restore(store, gone)
+        store_edit.archive_restore(store, gone)
     assert err.value.code == p.ErrorCode.DRAWER_NOT_FOUND
 
 
 def test_forget_of_a_pruned_drawer_deletes_it_from_the_archive(store):
     gone = put(store, "ancient", unit("a"), created_at="2019-01-01T00:00:00Z")
-    assert m.decay_page(store, p.DreamDecayParams()).archived == [gone]
+    assert decay.decay_page(store, p.DreamDecayParams()).archived == [gone]
     assert store.forget(gone).status == "deleted"
-    assert m.archive_list(store, p.ArchiveListParams()).drawers == []
+    assert archive.archive_list(store, p.ArchiveListParams()).drawers == []
 
 
 def test_hits_keep_an_old_drawer(store):
     kept = put(store, "old but used", unit("u"), created_at="2020-01-01T00:00:00Z")
     for _ in range(2):
         store.recall("q", unit("u"), top_k=1)
-    result = m.decay_page(store, p.DreamDecayParams())
+    result = decay.decay_page(store, p.DreamDecayParams())
     assert result.archived == []
     [(importance,)] = rows(store, "SELECT importance FROM drawers WHERE id = ?", kept)
     assert importance == pytest.approx(0.1, abs=1e-6)  # 2 hits: 0.1 over a decayed base
@@ -433,7 +434,7 @@ def test_hits_keep_an_old_drawer(store):
 def test_kg_decay(store):
     store.kg_assert(p.KgAssertParams(subject="svc", predicate="uses", object="pg", confidence=0.8))
     far_future = "2030-01-01T00:00:00Z"
-    result = m.kg_decay_page(store, p.DreamKgDecayParams(now=far_future, half_life_days=180))
+    result = decay.kg_decay_page(store, p.DreamKgDecayParams(now=far_future, half_life_days=180))
     assert result.decayed == 1
     [triple] = store.kg_query("svc").triples
     assert 0.05 <= triple.confidence < 0.8

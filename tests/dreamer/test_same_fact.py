@@ -235,6 +235,54 @@ def test_true_duplicates_are_the_same_fact(a, b):
     assert verdict.same and verdict.reason == "same fact", verdict
 
 
+# Issue 29: a unit written with a slash, "per" or "a", short or long, is one fact.
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (
+            "The API rate limit is 600 requests per minute per key.",
+            "The API rate limit is 600 requests/minute per key.",
+        ),
+        (
+            "The API rate limit is 600 requests per minute per key.",
+            "The API rate limit is 600 requests a minute per key.",
+        ),
+        ("The API rate limit is 600 requests per minute.", "The API rate limit is 600 req/min."),
+        ("Quota: 600/min per key.", "Quota: 600 per minute per key."),
+        ("Timeouts after 250 ms.", "Timeouts after 250 milliseconds."),
+        ("Timeouts after 250ms.", "Timeouts after 250 msec."),
+        ("Each runner has 32 GB of memory.", "Each runner has 32 gigabytes of memory."),
+        ("Uploads stream at 40 MB/s.", "Uploads stream at 40 megabytes per second."),
+        ("The health check polls every 5 min.", "The health check polls every 5 minutes."),
+        ("The health check polls every 5min.", "The health check polls every 5 mins."),
+        ("Sessions expire after 12 hrs.", "Sessions expire after 12 hours."),
+    ],
+)
+def test_a_unit_written_another_way_is_the_same_fact(a, b):
+    verdict = same_fact(a, b)
+    assert verdict.same and verdict.reason == "same fact", verdict
+    assert same_fact(b, a).same
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "reason"),
+    [
+        (
+            "The API rate limit is 600 requests per minute per key.",
+            "The API rate limit is 600 requests/second per key.",
+            "wording differs: minute vs second",
+        ),
+        ("Timeouts after 250 ms.", "Timeouts after 250 s.", "wording differs: ms vs s"),
+        ("Uploads stream at 40 MB/s.", "Uploads stream at 40 GB/s.", "names differ: megabyte"),
+        ("Keep min 3 replicas.", "Keep max 3 replicas.", "polarity differs: min vs max"),
+        ("The schema is in db/migrations.", "The schema is in db/min.", "paths differ"),
+    ],
+)
+def test_a_different_unit_is_a_different_fact(a, b, reason):
+    verdict = same_fact(a, b)
+    assert not verdict.same and verdict.reason.startswith(reason), verdict
+
+
 def test_identical_texts_are_the_same_fact():
     text = "Build 4821 passed on runner ci-linux-03 at 02:00 on 2025-06-12 (v1.2.3)."
     assert same_fact(text, text).same
@@ -242,9 +290,9 @@ def test_identical_texts_are_the_same_fact():
 
 # -- the whole decision on the labelled pairs --------------------------------------------
 
-# Measured with the real model on this machine (see BENCHMARKS.md, "Dreamer"): 0.8945 and
-# 0.8644. The floors sit a pair or two below, so a change that loses recall shows here.
-RECALL_FLOOR = {"labelled": 0.88, "held_out": 0.84}
+# Measured with the real model on this machine (see BENCHMARKS.md, "Dreamer"): 0.8973 and
+# 0.8806. The floors sit a pair or two below, so a change that loses recall shows here.
+RECALL_FLOOR = {"labelled": 0.89, "held_out": 0.86}
 MIN_PAIRS = {"labelled": 300, "held_out": 150}
 
 
@@ -262,6 +310,9 @@ def test_merge_decision_precision_and_recall_on_the_labelled_pairs(measured, nam
     assert r["pairs"] >= MIN_PAIRS[name] and r["same"] > 50 and r["different"] > 100
     assert r["wrong_merges"] == [], r["wrong_merges"]
     assert r["precision"] >= 0.995 and r["recall"] >= RECALL_FLOOR[name], r
+    # Issue 29's units: the rule merges every unit pair; two of the tuned set's sit below
+    # the cosine threshold (250 ms / 250 msec: 0.915), which no rule can lower.
+    assert r["missed_by_kind"].get("unit", 0) <= {"labelled": 2, "held_out": 0}[name], r
     # The rule is what holds precision: cosine alone merges many of the different pairs.
     assert r["different_above_threshold"] >= 50 and r["cosine_alone"]["precision"] < 0.8, r
 
@@ -277,4 +328,8 @@ def test_the_labelled_sets_cover_every_kind():
         "quoted", "negation", "polarity", "word",
     }  # fmt: skip
     same = {p["kind"] for p in merge_pairs.load("labelled") if p["label"] == "same"}
-    assert same >= {"punctuation", "casing", "whitespace", "reorder", "paraphrase", "filler"}
+    assert same >= {
+        "punctuation", "casing", "whitespace", "reorder", "paraphrase", "filler", "unit",
+    }  # fmt: skip
+    held_out = {p["kind"] for p in merge_pairs.load("held_out") if p["label"] == "same"}
+    assert "unit" in held_out

@@ -73,3 +73,35 @@ def test_fact_history_as_of_invalidate_and_health(daemon):
     health = cli_json(daemon, "health")
     assert health["status"] == "ok" and health["embedder"]["ok"] is True
     assert any(x["palace"] == p for x in health["palaces"])
+
+
+def test_search_reads_a_query_as_typed(daemon):
+    """Issue 29: a word finds the words it begins (``postgres`` -> "PostgreSQL"), ``word*``
+    is a prefix, a question ranks drawers by the words they hold instead of requiring all;
+    quoted phrases and an explicit AND still ask for every one."""
+    p = "cli-kw"
+    cli_json(daemon, "palace", "create", p)
+    ids = {}
+    for key, text in {
+        "pg": "The orders service keeps its data in a PostgreSQL 16 database.",
+        "team": "The orders team meets on Mondays.",
+        "backup": "Staging database backups run nightly.",
+        "ui": "The frontend is written in React.",
+    }.items():
+        ids[cli_json(daemon, "remember", p, text)["drawer_id"]] = key
+
+    def found(query: str) -> list[str]:
+        return [ids[d["drawer_id"]] for d in cli_json(daemon, "search", p, query)["drawers"]]
+
+    assert found("postgres") == ["pg"]
+    assert found("postgres*") == ["pg"]
+    assert found("Postgres 16") == ["pg"]
+    question = found("which database do orders use")
+    assert question[0] == "pg" and sorted(question) == ["backup", "pg", "team"]
+    assert found('"orders service"') == ["pg"]
+    assert found('"orders postgres"') == []  # a phrase is exact: no prefix, in order
+    assert found("orders AND database") == ["pg"]
+    assert found("orders AND mondays") == ["team"]
+    assert found("react AND postgres") == []
+    text = run_cli(daemon, "search", p, "postgres").stdout
+    assert "PostgreSQL 16" in text

@@ -39,7 +39,7 @@ def test_search_finds_what_was_remembered_in_both_columns(page, ui: Ui):
 def test_keyword_search_matches_words_and_phrases_and_pages_by_cursor(page, ui: Ui):
     page.goto(ui.url("/palace/project?q=PostgreSQL+5433"))
     keyword = page.locator("#column-keyword .hit")
-    expect(keyword).to_have_count(1)  # every word must match
+    expect(keyword).to_have_count(1)  # only this drawer holds either word
     expect(keyword.first).to_contain_text("PostgreSQL 15 on port 5433")
     expect(keyword.first.locator(".meta")).to_contain_text("BM25")  # its score's kind, no layer
     screenshot(page, "palace-search")  # all three columns answer this one

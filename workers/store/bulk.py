@@ -4,7 +4,9 @@
 ``created_at``, hits, metadata, vector) in ONE SQLite transaction: every item is checked
 before anything is written, so a bad item fails the whole batch and stores nothing. A
 drawer id that is already in the palace (or repeats within the batch) is skipped, and an
-identical triple too, so re-importing a file is a no-op. Drawers that come without a
+identical triple too, so re-importing a file is a no-op. A drawer without an id (a file
+written by hand or converted from elsewhere) gets one derived from its text, room and
+metadata (``derived_drawer_id``), so the same holds for it. Drawers that come without a
 vector are embedded through the embedder pool; those that bring one skip embedding. A
 drawer's episode-predecessor words (``drawers.context``) are stored as the line gives
 them (an export's, even null); a drawer without them gets them by the palace's own rule.
@@ -13,7 +15,7 @@ them (an export's, even null); a drawer without them gets them by the palace's o
 client can stream a palace of any size without either side holding it in memory.
 
 Index and snapshots: after the commit the vector index catches up from the change log, as
-for any write (``PalaceStore.catch_up``). Unlike ``memory_remember``, an import does NOT
+for any write (``PalaceStore.after_write``). Unlike ``memory_remember``, an import does NOT
 snapshot the index as it goes: a snapshot rewrites the whole index file, and doing that
 every ``index_save_every`` drawers makes a large import quadratic. The snapshot is taken
 when the worker next idles or stops; a crash before then costs a replay of the change log
@@ -28,9 +30,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import numpy as np
@@ -40,6 +43,8 @@ from trusty_memory.common import protocol as p
 from trusty_memory.workers.store import context
 from trusty_memory.workers.store import ranking as retrieval
 from trusty_memory.workers.store import values as v
+from trusty_memory.workers.store.rows import inserted_label, log_changes
+from trusty_memory.workers.store.state import DrawerPlace
 
 if TYPE_CHECKING:
     from trusty_memory.workers.store.write import PalaceStore
@@ -50,6 +55,9 @@ EMBED_CHUNK = 256  # texts per embedder call: one forward pass batch, bounded la
 # round-trips exactly); anything further off is normalised.
 UNIT_TOLERANCE = 1e-4
 HITS_LIMIT = 2**63  # SQLite's integers are signed 64-bit
+# The namespace of the ids ``derived_drawer_id`` makes: fixed, so a line gets the same id
+# on every run, machine and version.
+DERIVED_ID_NAMESPACE = uuid.UUID("5d3c1f0e-8a41-4c2b-9e57-0b6f2a7d91c4")
 
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -115,8 +123,47 @@ def vector_from(value: object, dim: int) -> bytes:
     return (arr / np.float32(norm)).astype("<f4").tobytes()
 
 
-def check_drawer(d: p.ImportDrawer, dim: int, max_text_bytes: int) -> CheckedDrawer:
-    """Every check ``palace_import`` makes on a drawer; raises ``TrustyError``."""
+def derived_drawer_id(content: str, room: str, metadata: str | None) -> str:
+    """The id of an imported drawer whose line names none (a file someone wrote or
+    converted): a UUID 5 of what makes two writes one drawer to ``memory_remember``'s
+    exact-duplicate check, its text, room and metadata, as stored. So the same file
+    imported again is skipped line by line, and a line that repeats an earlier one is the
+    same drawer (skipped, as an id the palace holds)."""
+    key = json.dumps([content, room, metadata], ensure_ascii=False)
+    return str(uuid.uuid5(DERIVED_ID_NAMESPACE, key))
+
+
+class DrawerInput(Protocol):
+    """What ``check_drawer`` reads: a ``palace_import`` drawer, or the client's line of a
+    file before its vectors are bytes (lists of numbers there: ``vector_from`` takes both)."""
+
+    @property
+    def drawer_id(self) -> str | None: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def room(self) -> str | None: ...
+    @property
+    def tags(self) -> list[str]: ...
+    @property
+    def importance(self) -> float: ...
+    @property
+    def created_at(self) -> str | None: ...
+    @property
+    def hits(self) -> int: ...
+    @property
+    def metadata(self) -> dict[str, Any] | None: ...
+    @property
+    def vector(self) -> object: ...
+    @property
+    def own_vector(self) -> object: ...
+    @property
+    def context(self) -> object: ...
+
+
+def check_drawer(d: DrawerInput, dim: int, max_text_bytes: int) -> CheckedDrawer:
+    """Every check ``palace_import`` makes on a drawer; raises ``TrustyError``. A drawer
+    without an id gets ``derived_drawer_id``."""
     if isinstance(d.hits, bool) or not isinstance(d.hits, int) or d.hits < 0:
         raise v.invalid(f"hits: must be a non-negative integer, got {d.hits!r}")
     if d.hits >= HITS_LIMIT:
@@ -124,10 +171,13 @@ def check_drawer(d: p.ImportDrawer, dim: int, max_text_bytes: int) -> CheckedDra
     metadata = None
     if d.metadata is not None:
         metadata = msgspec.json.encode(d.metadata).decode()
+    drawer_id = None if d.drawer_id is None else v.check_drawer_id(d.drawer_id)
+    content = v.check_text(d.content, max_text_bytes, "content")
+    room = names.normalize_room(d.room)
     return CheckedDrawer(
-        id=v.check_drawer_id(d.drawer_id),
-        content=v.check_text(d.content, max_text_bytes, "content"),
-        room=names.normalize_room(d.room),
+        id=drawer_id or derived_drawer_id(content, room, metadata),
+        content=content,
+        room=room,
         tags=v.check_tags(d.tags),
         importance=v.check_unit_interval(d.importance, "importance"),
         created_at=v.check_created_at(d.created_at),
@@ -149,7 +199,7 @@ def _context(value: object, max_text_bytes: int) -> str | None:
     return v.check_text(value, max_text_bytes, "context").strip() or None
 
 
-def _own_vector(d: p.ImportDrawer, dim: int) -> bytes | None:
+def _own_vector(d: DrawerInput, dim: int) -> bytes | None:
     if d.own_vector is None:
         return None
     if d.vector is None:
@@ -226,10 +276,9 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
 
     added: list[tuple[int, CheckedDrawer]] = []
     triples_added = 0
-    at = v.now_rfc3339()
-    with store._transaction() as conn:  # also writes pending recall hits, like any write
+    with store.transaction() as conn:  # also writes pending recall hits, like any write
         for d in new.values():
-            label = conn.execute(
+            cursor = conn.execute(
                 "INSERT INTO drawers (id, content, room, tags, importance, created_at, hits,"
                 " content_hash, vector, metadata, own_vector, context)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -247,16 +296,13 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
                     d.own_vector,
                     d.context,
                 ),
-            ).lastrowid
-            added.append((label, d))
+            )
+            added.append((inserted_label(cursor), d))
         conn.executemany(
             "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
             [(tag, label) for label, d in added for tag in d.tags],
         )
-        conn.executemany(
-            "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
-            [(label, d.id, at) for label, d in added],
-        )
+        log_changes(conn, "add", [(label, d.id) for label, d in added])
         for t in triples:
             if _triple_exists(conn, t):
                 continue
@@ -274,8 +320,8 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
                 ),
             )
             triples_added += 1
-    if added:
-        _after_import(store, added)
+    if added:  # no index snapshot: see the module doc
+        store.after_write(added=[DrawerPlace(label, d.room, d.tags) for label, d in added])
     return p.ImportResult(
         imported=len(added),
         skipped=len(drawers) - len(added),
@@ -307,17 +353,6 @@ def _triple_exists(conn, t: CheckedTriple) -> bool:
     )
 
 
-def _after_import(store: PalaceStore, added: list[tuple[int, CheckedDrawer]]) -> None:
-    """The store's in-memory state after a commit: filter sets, index, L1 (no snapshot)."""
-    for label, d in added:
-        store._labels.add(label)
-        store._room_labels.setdefault(d.room, set()).add(label)
-        for tag in d.tags:
-            store._tag_labels.setdefault(tag, set()).add(label)
-    store._sync_index()
-    store._refresh_l1()
-
-
 # -- export --------------------------------------------------------------------------
 
 
@@ -340,7 +375,7 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
         f" {vector_cols}, context FROM drawers WHERE label > ? ORDER BY label LIMIT ?",
         (after, limit),
     ).fetchall()
-    pending = store._pending_hits  # recall hits not yet written: part of the truth
+    pending = store.pending_hits  # recall hits not yet written: part of the truth
     drawers = [
         p.ExportDrawer(
             drawer_id=r[1],
@@ -349,7 +384,7 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
             tags=json.loads(r[4]),
             importance=r[5],
             created_at=r[6],
-            hits=r[7] + pending.get(r[0], 0),
+            hits=r[7] + pending(r[0]),
             metadata=None if r[8] is None else json.loads(r[8]),
             vector=r[9],
             own_vector=r[10],

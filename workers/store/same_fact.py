@@ -4,7 +4,7 @@ MiniLM embeds notes that share a template almost identically: "The API rate limi
 requests per minute" and "... 1000 requests per minute" sit at cosine 0.97, as do "build
 17 passed on runner 3" and "build 18 passed on runner 4". Cosine tells that two notes are
 about the same thing; only their tokens tell whether they state the same fact. So the
-dreamer merges two drawers only when the cosine is high (``maintenance.scan_duplicates``)
+dreamer merges two drawers only when the cosine is high (``dedup.scan_duplicates``)
 AND ``same_fact`` says yes. Pure functions, no I/O.
 
 A wrong merge makes a fact disappear from recall, while a missed merge costs one
@@ -15,7 +15,9 @@ first that fails names the reason, e.g. ``numbers differ: 100 vs 1000``):
    URLs, emails, quoted strings) must agree as multisets. They are what a template's
    slots hold, so one of them differing is a different fact. They are normalised first,
    so that writing the same value differently still agrees: case, thousands separators
-   (1,000 = 1000 = 1k), a ``v`` before a version, number words (twelve = 12), 9am = 09:00.
+   (1,000 = 1000 = 1k), a ``v`` before a version, number words (twelve = 12), 9am = 09:00,
+   a unit's spellings (``UNITS``: 250ms = 250 milliseconds, 600 requests/minute = 600
+   requests per minute = 600 requests a minute).
 2. **Negation** (not, n't, never, no, none, without, cannot ...): the same count in both.
    One "not" inverts a note while leaving every other token equal.
 3. **Polarity pairs** (enabled/disabled, allowed/forbidden/denied, before/after,
@@ -148,25 +150,32 @@ SYNONYMS = {
     "info": "information",
     "msg": "message",
     "perf": "performance",
-    "ms": "millisecond",
-    "msec": "millisecond",
-    "s": "second",
-    "sec": "second",
-    "secs": "second",
-    "mins": "minute",
-    "h": "hour",
-    "hr": "hour",
-    "hrs": "hour",
-    "kb": "kilobyte",
-    "mb": "megabyte",
-    "gb": "gigabyte",
-    "tb": "terabyte",
-    "%": "percent",
-    "pct": "percent",
     "$": "dollar",
     "€": "euro",
     "£": "pound",
 }
+# Units and how notes write them: the name compared, then every spelling of it. "per",
+# "a" and "an" are function words, so "600 requests per minute", "600 requests a minute"
+# and "600 requests/minute" (a slash before a unit, ``_rate``) are one fact, as are
+# "250 ms", "250ms" and "250 milliseconds". Bits and bytes are not told apart (Mb = MB).
+UNITS: dict[str, str] = {
+    "millisecond": "ms msec msecs millisecond milliseconds",
+    "second": "s sec secs second seconds",
+    "minute": "min mins minute minutes",
+    "hour": "h hr hrs hour hours",
+    "day": "day days",
+    "week": "wk wks week weeks",
+    "kilobyte": "kb kilobyte kilobytes",
+    "megabyte": "mb megabyte megabytes",
+    "gigabyte": "gb gigabyte gigabytes",
+    "terabyte": "tb terabyte terabytes",
+    "percent": "% pct percent",
+    "request": "req reqs request requests",
+}
+UNIT_NAMES = {alias: unit for unit, aliases in UNITS.items() for alias in aliases.split()}
+# "min" is also the min/max polarity word: it reads as a minute only after a number
+# ("5 min", ``features``) or a slash ("requests/min").
+SYNONYMS.update({alias: unit for alias, unit in UNIT_NAMES.items() if alias not in POLARITY})
 NUMBER_WORDS = {
     w: str(n)
     for n, w in enumerate(
@@ -353,6 +362,9 @@ def _classify(chunk: str, lower: str, following: str | None) -> tuple[list[Token
             if part:
                 out += _classify(part, part_lower, None)[0]
         return out, False
+    rate = _rate(chunk, lower)
+    if rate is not None:
+        return rate, False
     if "/" in lower and lower.strip("/"):
         return [Token("path", lower.rstrip("/").lstrip("."), chunk)], False
     number = _number(lower, chunk)
@@ -368,12 +380,23 @@ def _classify(chunk: str, lower: str, following: str | None) -> tuple[list[Token
             total = str(sum(int(NUMBER_WORDS[p]) for p in parts))
             return [Token("number", total, chunk)], False
         if parts[0].isdigit() and len(parts) == 2 and parts[1].isalpha():  # 5-minute
-            number = Token("number", _number_key("", parts[0], None, None), parts[0])
-            return [number, *_words(parts[1], parts[1])], False
+            count = Token("number", _number_key("", parts[0], None, None), parts[0])
+            return [count, *_words(parts[1], parts[1])], False
         return [Token("identifier", lower, chunk)], False
     if _MIXED.match(lower) or "_" in lower or "." in lower.strip("."):
         return [Token("identifier", lower, chunk)], False
     return _words(chunk, lower), False
+
+
+def _rate(chunk: str, lower: str) -> list[Token] | None:
+    """``requests/minute``, ``MB/s``, ``600/min``: what comes before the slash, then the
+    unit after it, as "per minute" would read (a path otherwise: ``None``)."""
+    before, slash, unit = lower.partition("/")
+    if not (slash and before and unit in UNIT_NAMES) or "/" in unit:
+        return None
+    shown_before, _, shown_unit = chunk.partition("/")
+    found, _ = _classify(shown_before, before, None)
+    return [*found, Token("word", UNIT_NAMES[unit], shown_unit)]
 
 
 def _number(lower: str, chunk: str) -> list[Token] | None:
@@ -389,7 +412,7 @@ def _number(lower: str, chunk: str) -> list[Token] | None:
     m = _UNIT.match(lower)
     if m:
         whole, _, frac = m[1].partition(".")
-        unit = SYNONYMS.get(m[2], m[2])
+        unit = UNIT_NAMES.get(m[2], SYNONYMS.get(m[2], m[2]))
         return [
             Token("number", _number_key("", whole, "." + frac if frac else None, None), m[1]),
             Token("word", unit, m[2]),
@@ -490,6 +513,8 @@ def features(text: str) -> Features:
             if lower.endswith("%") and len(lower) > 1:
                 found, skip = _classify(chunk[:-1], lower[:-1], None)
                 found.append(Token("word", "percent", "%"))
+            elif lower in UNIT_NAMES and tokens and tokens[-1].kind == "number":
+                found = [Token("word", UNIT_NAMES[lower], chunk)]  # "5 min" is 5 minutes
             else:
                 found, skip = _classify(chunk, lower, following)
             for token in found:

@@ -4,10 +4,25 @@ Plain functions over a ``ReadStore``, so the writer and every reader answer them
 (``workers/palace.py``'s ``READ_HANDLERS``).
 
 Search reuses the FTS5 table deep recall's BM25 already keeps (``drawers_fts``, porter
-stemming over unicode61), but asks a different question: every word must match (AND, where
-recall ORs a question's words) and ``"quoted words"`` must match as a phrase. Each term and
-phrase is quoted into the FTS query from the word characters of the caller's text, so no
-text is ever FTS syntax.
+stemming over unicode61) and reads a query the way a person types one (``fts_match``):
+
+- a plain word matches as a prefix of a drawer's words (``postgres`` finds "PostgreSQL",
+  ``config`` "configuration", ``auth`` "authentication"), except words under
+  ``PREFIX_MIN`` letters, stop words and words with a digit (``600`` is not "6000");
+  ``word*`` asks for a prefix whatever the word. The index holds porter stems and FTS5
+  stems a prefix too, so it is the stem's prefix that matches: "postgres" stems to
+  "postgr", a prefix of "postgresql", but "deploy" stems to "deploi" and so misses
+  "deployment" (stem "deploy");
+- several words are ORed and BM25 ranks the drawers that hold more of them (the rarer words
+  weighing most) first, so a question finds its note without every word being in it; stop
+  words ("which", "do") are dropped unless the query has nothing else. Measured on the two
+  notes sets, ``bench/keyword_search.py`` (BENCHMARKS.md, "Keyword search");
+- ``"quoted words"`` must match as a phrase, exactly (no prefix);
+- an explicit ``AND`` (upper case) between words asks for every word and phrase, stop
+  words included; an upper-case ``OR`` is the default and ignored.
+
+Each term and phrase is quoted into the FTS query from the word characters of the caller's
+text, so no text is ever FTS syntax.
 
 Paging: ``next_cursor`` is opaque to callers. For a search it carries the offset of the
 next page in BM25 order (which a write in between may shift by a row or two); for a
@@ -27,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
-from trusty_memory.workers.store import maintenance
+from trusty_memory.workers.store import dream_log
 from trusty_memory.workers.store import values as v
 
 if TYPE_CHECKING:
@@ -36,23 +51,53 @@ if TYPE_CHECKING:
 SEARCH_LIMIT_MAX = 1000
 _PHRASE = re.compile(r'"([^"]*)"')
 _WORD = re.compile(r"\w+", re.UNICODE)
+_TERM = re.compile(r"(\w+)(\*?)", re.UNICODE)  # a word, and whether a ``*`` follows it
+_OPERATORS = frozenset({"AND", "OR"})  # upper case only: "and" / "or" are stop words
+PREFIX_MIN = 3  # shorter plain words match only as themselves ("db" is not "dbt")
 
 
 def fts_match(text: str) -> str:
-    """The FTS5 query of a search: every word, and every ``"quoted phrase"``, must match."""
-    parts = []
+    """The FTS5 query of a search (the module's docstring says how a query reads)."""
+    phrases = []
     for phrase in _PHRASE.findall(text):
         words = _WORD.findall(phrase.lower())
         if words:
-            parts.append('"' + " ".join(words) + '"')
+            phrases.append('"' + " ".join(words) + '"')
+    phrases = list(dict.fromkeys(phrases))
     rest = _PHRASE.sub(" ", text).replace('"', " ")
-    parts.extend(f'"{w}"' for w in dict.fromkeys(_WORD.findall(rest.lower())))
-    parts = list(dict.fromkeys(parts))
-    if not parts:
+    terms: dict[str, bool] = {}  # word -> asked as a prefix (``word*``)
+    operators: list[str] = []
+    for word, star in _TERM.findall(rest):
+        if word in _OPERATORS and not star:
+            operators.append(word)
+            continue
+        terms[word.lower()] = terms.get(word.lower(), False) or bool(star)
+    if not terms and not phrases:  # "AND" alone is a word to find
+        terms = dict.fromkeys((w.lower() for w in operators), False)
+    every = "AND" in operators
+    if not every:
+        kept = {w: star for w, star in terms.items() if star or w not in v.STOPWORDS}
+        terms = kept if kept or phrases else terms
+    words = [_term(w, star) for w, star in terms.items()]
+    count = len(phrases) + len(words)
+    if not count:
         raise v.invalid(f"query: no words to search for in {text!r}")
-    if len(parts) > v.MAX_FTS_TERMS:
-        raise v.invalid(f"query: at most {v.MAX_FTS_TERMS} words and phrases, got {len(parts)}")
-    return v.own_words(" AND ".join(parts))
+    if count > v.MAX_FTS_TERMS:
+        raise v.invalid(f"query: at most {v.MAX_FTS_TERMS} words and phrases, got {count}")
+    if every:
+        return v.own_words(" AND ".join(phrases + words))
+    any_word = ["(" + " OR ".join(words) + ")"] if words else []
+    return v.own_words(" AND ".join(phrases + any_word))
+
+
+def _term(word: str, star: bool) -> str:
+    """One word of a query as FTS5 syntax: a prefix term (``"word"*``, stemmed by porter
+    first, so it also matches the word itself) or, for short words, stop words and
+    numbers, the word alone."""
+    prefix = star or (
+        len(word) >= PREFIX_MIN and word not in v.STOPWORDS and not any(c.isdigit() for c in word)
+    )
+    return f'"{word}"*' if prefix else f'"{word}"'
 
 
 def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:
@@ -66,7 +111,7 @@ def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:
     where, args = _filters(params)
     digest = _digest(query, args)
     position = _read_cursor(params.cursor, digest)
-    conn = store._conn
+    conn = store.db.conn
     if query is not None:
         sql = (
             "SELECT d.label, d.id, d.content, d.room, d.tags, d.importance, d.created_at, f.rank"
@@ -95,7 +140,8 @@ def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:
             tags=json.loads(r[4]),
             importance=r[5],
             created_at=r[6],
-            score=None if r[7] is None else -r[7],  # FTS5 rank: lower is better
+            # FTS5 rank: lower is better; every output gives scores to 4 decimals
+            score=None if r[7] is None else round(-r[7], 4),
         )
         for r in rows[:limit]
     ]
@@ -159,7 +205,7 @@ def kg_history(store: ReadStore, params: p.KgHistoryParams) -> p.KgQueryResult:
     if params.predicate is not None:
         sql += " AND predicate = ?"
         args.append(v.check_nonempty(params.predicate, "predicate"))
-    rows = store._conn.execute(sql + " ORDER BY id", args)
+    rows = store.db.conn.execute(sql + " ORDER BY id", args)
     return p.KgQueryResult(subject=subject, triples=[v.triple_of(r) for r in rows])
 
 
@@ -168,11 +214,11 @@ DREAM_PASSES_SHOWN = 10  # recent dream passes ``palace_stats`` lists
 
 def stats(store: ReadStore, role: str) -> p.PalaceStats:
     """Counts, how far the index is behind the change log, the last dream pass, sizes."""
-    conn = store._conn
+    conn = store.db.conn
     active, total = conn.execute(
         "SELECT count(*) FILTER (WHERE valid_to IS NULL), count(*) FROM triples"
     ).fetchone()
-    dream = maintenance.dream_summary(conn)
+    dream = dream_log.dream_summary(conn)
     db_bytes = sum(
         f.stat().st_size
         for f in store.palace_dir.glob("palace.sqlite3*")
@@ -181,15 +227,15 @@ def stats(store: ReadStore, role: str) -> p.PalaceStats:
     return p.PalaceStats(
         palace=store.name,
         role=role,
-        drawer_count=len(store._labels),
-        room_counts={room: len(ls) for room, ls in sorted(store._room_labels.items()) if ls},
-        tag_count=sum(1 for ls in store._tag_labels.values() if ls),
+        drawer_count=store.drawer_count,
+        room_counts=store.room_counts(),
+        tag_count=store.tag_count(),
         triple_count=active,
         triple_total=total,
         archived_count=dream["archived_count"],
         last_seq=store.last_seq,
-        index_seq=store._applied_seq,
-        index_lag=max(0, store.last_seq - store._applied_seq),
+        index_seq=store.index_seq,
+        index_lag=max(0, store.last_seq - store.index_seq),
         index_loaded=store.index_loaded,
         last_dream_at=dream["last_dream_at"],
         db_bytes=db_bytes,

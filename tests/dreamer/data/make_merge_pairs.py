@@ -686,6 +686,65 @@ NOTES: list[tuple[str, list[tuple[str, str, str]]]] = [
             ('For fixes, the commit message prefix is "fix:".', S, "reorder"),
         ],
     ),
+    # -- units (issue 29: a unit written as /, per or a, short or long, is one fact) ------
+    (
+        "The search API allows 100 queries per second per client.",
+        [
+            ("The search API allows 100 queries/second per client.", S, "unit"),
+            ("The search API allows 100 queries a second per client.", S, "unit"),
+            ("The search API allows 100 queries/sec per client.", S, "unit"),
+            ("The search API allows 100 queries/minute per client.", D, "word"),
+            ("The search API allows 100 queries per hour per client.", D, "word"),
+            ("The search API allows 10 queries/second per client.", D, "number"),
+        ],
+    ),
+    (
+        "Requests to the payment gateway time out after 250 ms.",
+        [
+            ("Requests to the payment gateway time out after 250 milliseconds.", S, "unit"),
+            ("Requests to the payment gateway time out after 250ms.", S, "unit"),
+            ("Requests to the payment gateway time out after 250 msec.", S, "unit"),
+            ("Requests to the payment gateway time out after 250 seconds.", D, "word"),
+            ("Requests to the payment gateway time out after 250 s.", D, "word"),
+        ],
+    ),
+    (
+        "Each CI runner has 32 GB of memory.",
+        [
+            ("Each CI runner has 32 gigabytes of memory.", S, "unit"),
+            ("Each CI runner has 32GB of memory.", S, "unit"),
+            ("Each CI runner has 32 MB of memory.", D, "word"),
+            ("Each CI runner has 32 GB of disk.", D, "word"),
+        ],
+    ),
+    (
+        "The artifact upload streams at 40 MB/s.",
+        [
+            ("The artifact upload streams at 40 MB per second.", S, "unit"),
+            ("The artifact upload streams at 40 megabytes a second.", S, "unit"),
+            ("The artifact upload streams at 40 MB/min.", D, "word"),
+            ("The artifact upload streams at 40 GB/s.", D, "word"),
+            ("The artifact upload streams at 4 MB/s.", D, "number"),
+        ],
+    ),
+    (
+        "The health check polls every 5 minutes.",
+        [
+            ("The health check polls every 5 min.", S, "unit"),
+            ("The health check polls every 5 mins.", S, "unit"),
+            ("The health check polls every 5min.", S, "unit"),
+            ("The health check polls every 5 seconds.", D, "word"),
+            ("The health check polls every 5 hours.", D, "word"),
+        ],
+    ),
+    (
+        "Autoscaling keeps min 3 replicas per zone.",
+        [
+            ("Autoscaling keeps max 3 replicas per zone.", D, "polarity"),
+            ("Autoscaling keeps min 3 replicas per region.", D, "word"),
+            ("Autoscaling keeps a minimum of 3 replicas per zone.", S, "paraphrase"),
+        ],
+    ),
 ]
 
 FILLERS = ["Note: ", "FYI, ", "Reminder: ", "Heads up: "]
