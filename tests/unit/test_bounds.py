@@ -18,7 +18,7 @@ import pytest
 from tests.unit.test_store import SETTINGS, remember
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import LimitsSettings, load_config
-from trusty_memory.workers.store import maintenance
+from trusty_memory.workers.store import dedup
 from trusty_memory.workers.store.values import check_created_at, check_timestamp
 from trusty_memory.workers.store.write import PalaceStore
 
@@ -217,8 +217,8 @@ def test_a_merged_text_never_outgrows_what_a_write_may_hold():
                         created_at=f"2024-01-0{i + 1}T00:00:00Z")
         for i in range(3)
     ]  # fmt: skip
-    joined = maintenance.merged_content(rows)
+    joined = dedup.merged_content(rows)
     assert joined.split("\n") == [r.content for r in reversed(rows)]
-    capped = maintenance.merged_content(rows, most_bytes=len(joined.encode()) - 1)
+    capped = dedup.merged_content(rows, most_bytes=len(joined.encode()) - 1)
     assert capped == "\n".join(joined.split("\n")[:2])
-    assert maintenance.merged_content(rows, most_bytes=1) == rows[2].content  # the newest
+    assert dedup.merged_content(rows, most_bytes=1) == rows[2].content  # the newest

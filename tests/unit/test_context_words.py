@@ -19,8 +19,9 @@ import pytest
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.protocol import RememberParams
-from trusty_memory.workers.store import bulk, context, maintenance
+from trusty_memory.workers.store import archive, bulk, context
 from trusty_memory.workers.store import edit as store_edit
+from trusty_memory.workers.store import rows as store_rows
 from trusty_memory.workers.store import search as store_search
 from trusty_memory.workers.store.write import PalaceStore
 
@@ -134,11 +135,11 @@ def test_update_forget_archive_and_restore_keep_full_text_search_whole(store, pa
     qid, rid = converse(store)
     words = stored_context(palace_dir, rid)
     # Archived and restored: the words come back with the drawer.
-    [row] = maintenance._rows(store.db.conn, "id = ?", [rid])
-    with store._transaction() as conn:
-        maintenance._archive(conn, row, "pruned", None)
+    [row] = store_rows.where(store.db.conn, "id = ?", [rid])
+    with store.transaction() as conn:
+        archive.archive_row(conn, row, "pruned", None)
     fts_intact(palace_dir)
-    maintenance.archive_restore(store, rid)
+    store_edit.archive_restore(store, rid)
     assert stored_context(palace_dir, rid) == words
     fts_intact(palace_dir)
     # A new text is its own vector alone, and so carries no predecessor's words.

@@ -13,7 +13,7 @@ import pytest
 
 from tests.unit.test_store import SETTINGS, fake_embed, fill, no_rebuild, remember, sql
 from trusty_memory.common.protocol import RecallHit
-from trusty_memory.workers.store import read as store_read
+from trusty_memory.workers.store import state as store_state
 from trusty_memory.workers.store.index import VectorIndex
 from trusty_memory.workers.store.read import ReadStore
 from trusty_memory.workers.store.write import PalaceStore
@@ -220,7 +220,7 @@ def test_a_reader_opening_beside_a_commit_reads_filters_and_seq_from_one_snapsho
     rebuilt) nor lost by the next catch-up."""
     fill(writer, 5, room="Ops")
     writer.maybe_snapshot(force=True)
-    real = store_read._grouped_labels
+    real = store_state._grouped_labels
     committed: list[str] = []
 
     def then_a_commit(conn, sql):
@@ -229,7 +229,7 @@ def test_a_reader_opening_beside_a_commit_reads_filters_and_seq_from_one_snapsho
             committed.append(remember(writer, "written while a reader opened", room="Ops"))
         return groups
 
-    monkeypatch.setattr(store_read, "_grouped_labels", then_a_commit)
+    monkeypatch.setattr(store_state, "_grouped_labels", then_a_commit)
     monkeypatch.setattr(ReadStore, "rebuild_index", lambda self: pytest.fail("rebuilt"))
     reader = ReadStore.open_reader(palace_dir, "proj", SETTINGS)
     try:

@@ -178,14 +178,14 @@ def test_bounded_bm25_scores_rare_term_drawers_with_every_term(store, monkeypatc
         drawer_id: lbl for lbl, drawer_id in store._conn.execute("SELECT label, id FROM drawers")
     }
     unbounded = [label[d] for d in (both, rare_only, long_rare)]
-    full = store._bm25(query, 50, None, None)
+    full = retrieval.bm25(store, query, 50, None, None)
     monkeypatch.setattr(retrieval, "BM25_POSTINGS_BUDGET", 10)
-    store._doc_counts.clear()
-    bounded = store._bm25(query, 50, None, None)
+    store.term_counts.counts.clear()
+    bounded = retrieval.bm25(store, query, 50, None, None)
     assert bounded == [label for label in full if label in unbounded] == unbounded
-    assert store._bm25(query, 50, "Ops", None) == [unbounded[0]]
-    assert store._bm25(query, 50, None, "no-such-tag") == []
-    assert store._bm25("zzz-unknown words", 50, None, None) == []
+    assert retrieval.bm25(store, query, 50, "Ops", None) == [unbounded[0]]
+    assert retrieval.bm25(store, query, 50, None, "no-such-tag") == []
+    assert retrieval.bm25(store, "zzz-unknown words", 50, None, None) == []
 
 
 def test_deep_recall_lifts_the_episode_neighbour_of_a_hit(store, monkeypatch):
@@ -259,13 +259,13 @@ def test_document_counts_under_a_smaller_cap_never_pass_for_full_ones(store):
     than that", so it must not answer the BM25 split, which needs counts up to its own."""
     fill(store, 30, prefix="common")
     fill(store, 2, prefix="rare")
-    assert store._doc_count("common", cap=10) == 11  # more than 10
-    assert "common" not in store._doc_counts
-    assert store._doc_count("common", cap=10) == 11  # remembered as over, no recount
-    assert store._doc_count("common") == 30  # the full count is still taken
-    assert store._doc_count("common", cap=10) == 11  # and a full count answers small caps
-    assert store._doc_count("rare", cap=10) == 2  # exact under the cap: cached as full
-    assert store._doc_counts["rare"] == 2 and store._doc_count("rare") == 2
+    assert store.term_counts.count("common", cap=10) == 11  # more than 10
+    assert "common" not in store.term_counts.counts
+    assert store.term_counts.count("common", cap=10) == 11  # remembered as over, no recount
+    assert store.term_counts.count("common") == 30  # the full count is still taken
+    assert store.term_counts.count("common", cap=10) == 11  # and a full count answers small caps
+    assert store.term_counts.count("rare", cap=10) == 2  # exact under the cap: cached as full
+    assert store.term_counts.counts["rare"] == 2 and store.term_counts.count("rare") == 2
 
 
 def test_deep_recall_finds_a_drawer_through_the_top_hit_words(store, monkeypatch):
@@ -395,14 +395,18 @@ def test_dates_at_the_edges_of_the_calendar_do_not_break_deep_recall(store):
 
 
 def test_a_date_covering_half_the_palace_or_more_adds_no_list(store):
+    from trusty_memory.workers.store import ranking as retrieval
+
     fill(store, 20, created_at="2026-03-02T08:00:00Z")
     fill(store, 10, prefix="other", created_at="2026-05-02T08:00:00Z")
     query = fake_embed("q")
-    assert store._date_ranking("what happened in March?", query, 50, None) == []
-    may = store._date_ranking("what happened in May?", query, 50, None)
+    assert retrieval.date_ranking(store, "what happened in March?", query, 50, None) == []
+    may = retrieval.date_ranking(store, "what happened in May?", query, 50, None)
     assert len(may) == 10
-    assert store._date_ranking("what happened in May?", query, 50, set(may[:3])) == may[:3]
-    assert store._date_ranking("what happened?", query, 50, None) == []
+    assert (
+        retrieval.date_ranking(store, "what happened in May?", query, 50, set(may[:3])) == may[:3]
+    )
+    assert retrieval.date_ranking(store, "what happened?", query, 50, None) == []
 
 
 def test_a_word_unknown_at_one_deep_recall_is_found_after_it_is_written(store):
@@ -669,7 +673,7 @@ def test_another_connection_writing_waits_for_the_writer_instead_of_failing(stor
         finally:
             conn.close()
 
-    with store._transaction() as conn:
+    with store.transaction() as conn:
         conn.execute("SELECT count(*) FROM drawers").fetchone()  # a read, then ...
         t = threading.Thread(target=other_writer)
         t.start()

@@ -26,8 +26,8 @@ from trusty_memory.common.protocol import (
     TrustyError,
     UpdateParams,
 )
+from trusty_memory.workers.store import archive, decay
 from trusty_memory.workers.store import edit as store_edit
-from trusty_memory.workers.store import maintenance
 from trusty_memory.workers.store import schema as store_schema
 from trusty_memory.workers.store import search as store_search
 from trusty_memory.workers.store.read import ReadStore
@@ -73,7 +73,7 @@ def test_update_text_keeps_the_id_and_archives_the_previous_version(store, palac
     found = store_search.search(store, SearchParams(query="moved"))
     assert [h.drawer_id for h in found.drawers] == [did]
     assert store_search.search(store, SearchParams(query='"vault path ops deploy"')).drawers == []
-    archived = maintenance.archive_list(store, ArchiveListParams(reason="updated")).drawers
+    archived = archive.archive_list(store, ArchiveListParams(reason="updated")).drawers
     assert [(a.drawer_id, a.merged_into, a.content) for a in archived] == [
         (result.previous_version, did, before.content)
     ]
@@ -87,7 +87,7 @@ def test_restoring_a_version_puts_it_back_and_archives_what_it_replaces(store):
     assert (restored.drawer_id, restored.status) == (did, "restored")
     back = store.get(did)
     assert back.content == "Standup is at 9:30." and back.importance == 0.5
-    versions = maintenance.archive_list(store, ArchiveListParams(reason="updated")).drawers
+    versions = archive.archive_list(store, ArchiveListParams(reason="updated")).drawers
     assert [v.content for v in versions] == ["Standup is at 10:00."]
     # The restore is undone the same way.
     store_edit.restore(store, versions[0].drawer_id)
@@ -241,7 +241,7 @@ def test_setting_importance_undoes_the_dreamers_decay(store, palace_dir):
     did = remember(
         store, "An old but still true note.", importance=0.6, created_at="2025-01-01T00:00:00Z"
     )
-    maintenance.decay_page(store, DreamDecayParams(prune=False, now="2026-01-01T00:00:00Z"))
+    decay.decay_page(store, DreamDecayParams(prune=False, now="2026-01-01T00:00:00Z"))
     decayed = store.get(did)
     assert decayed.importance < 0.6 and decayed.base_importance == 0.6
     result = update(store, did, importance=0.6)
@@ -305,7 +305,7 @@ def test_stats_list_the_dreamers_last_passes_newest_first(store):
 
     assert store_search.stats(store, "writer").dream_passes == []
     for merged in range(12):
-        maintenance.finish(
+        decay.finish(
             store, DreamFinishParams(duration_s=0.5, merged=merged, truncated=merged == 11)
         )
     passes = store_search.stats(store, "writer").dream_passes
@@ -385,3 +385,13 @@ def test_the_v8_migration_reads_the_days_stored_drawers_speak_of(tmp_path):
         assert migrated.execute(
             "SELECT d.id, start, end FROM drawer_days JOIN drawers d USING (label)"
         ).fetchall() == [("a", "2023-10-02T12:00:00Z", "2023-10-04T12:00:00Z")]
+
+
+def test_search_text_is_never_fts_syntax(store):
+    """Whatever a person types is read as words, phrases, ``word*`` and an upper-case AND
+    or OR: FTS5's own syntax (columns, NEAR, ^, -, parentheses, a lone quote) is text."""
+    a = remember(store, "NEAR the column: price ^ (rate) - limit")
+    for query in ("content: price", "NEAR(rate limit)", "^price", "-limit", '"rate', "(rate",
+                  "rate OR", "AND price", "price AND", "* rate", "pri*", "NOT price"):  # fmt: skip
+        hits = store_search.search(store, SearchParams(query=query)).drawers
+        assert [h.drawer_id for h in hits] == [a], query

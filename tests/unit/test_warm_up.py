@@ -11,7 +11,7 @@ import pytest
 import structlog
 
 from trusty_memory.common.logs import setup_logging
-from trusty_memory.workers.store import read as store_read
+from trusty_memory.workers.store import state as store_state
 from trusty_memory.workers.warm_up import warm_up
 
 
@@ -38,7 +38,7 @@ def test_warm_up_runs_through_and_leaves_no_file_thread_or_cached_logger(
     saved_logging, monkeypatch
 ):
     setup_logging("template")  # as the template has it: loggers cache on first use
-    monkeypatch.delitem(vars(store_read.log), "bind", raising=False)
+    monkeypatch.delitem(vars(store_state.log), "bind", raising=False)
     before = threads()
     log = Recorder()
     warm_up(log)
@@ -47,7 +47,7 @@ def test_warm_up_runs_through_and_leaves_no_file_thread_or_cached_logger(
     assert threads() == before  # a forked child gets only the forking thread
     # The store's module logger ran during the warm-up but did not cache the template's
     # configuration: a worker's own (its level, its stderr) applies after the fork.
-    assert "bind" not in vars(store_read.log)
+    assert "bind" not in vars(store_state.log)
     assert structlog.get_config()["cache_logger_on_first_use"] is True
 
 

@@ -4,7 +4,7 @@
 did Melanie show on October 13, 2023?": a memory's questions often name when, and a
 drawer's ``created_at`` says when it was written. ``windows`` reads the absolute dates a
 question names and returns the spans of ``created_at`` they mean; deep recall ranks the
-drawers written inside them as a list of its own (``store_read.ReadStore._date_ranking``).
+drawers written inside them as a list of its own (``ranking.date_ranking``).
 
 Only dates a reader cannot mistake are taken:
 
@@ -90,8 +90,8 @@ def _spans(
     kind: str, match: re.Match[str], years: Callable[[], range]
 ) -> list[tuple[datetime, datetime]]:
     if kind == "iso":
-        year, month, day = (int(g) for g in match.groups())
-        return _day(year, month, day)
+        iso_year, iso_month, iso_day = (int(g) for g in match.groups())
+        return _day(iso_year, iso_month, iso_day)
     if kind == "mdy":
         month, day, year = MONTHS.index(match[1]) + 1, int(match[2]), match[3]
     elif kind == "dmy":
@@ -154,16 +154,18 @@ def mentioned(text: str, written: datetime) -> list[tuple[str, str]]:
     year_of = functools.partial(_year_near, written)
     found: set[tuple[datetime, datetime]] = set()
     taken: list[tuple[int, int]] = []
-    reads = [(match, _relative, day0) for match in _RELATIVE.finditer(text)]
+    # Each read is given its match alone: what it reads against is bound in already.
+    reads: list[tuple[re.Match[str], Callable[[re.Match[str]], list[tuple[datetime, datetime]]]]]
+    reads = [(match, functools.partial(_relative, day0=day0)) for match in _RELATIVE.finditer(text)]
     for kind, pattern in _PATTERNS[:4]:  # "in October" alone is too loose in a note
         for match in pattern.finditer(text):
             if not any(start < match.end() and match.start() < end for start, end in taken):
                 taken.append(match.span())
-                reads.append((match, functools.partial(_absolute, kind), year_of))
-    for match, read, against in reads[:MAX_SPANS]:
+                reads.append((match, functools.partial(_absolute, kind, year_of=year_of)))
+    for match, read in reads[:MAX_SPANS]:
         # A span past the calendar's edges (a note written in year 1 or 9999) is none.
         with contextlib.suppress(OverflowError, ValueError):
-            found.update(read(match, against))
+            found.update(read(match))
     with contextlib.suppress(OverflowError):
         found.discard(_days(day0, 1))
     return [(stored_time(s), stored_time(e)) for s, e in sorted(found)]

@@ -1,4 +1,5 @@
-"""Changing what a palace already holds: a drawer in place, a fact closed without a successor.
+"""Changing what a palace already holds: a drawer in place, a fact closed without a successor,
+an archived drawer put back.
 
 Run by the palace's writer only (``workers/writer.py``), each change ONE transaction that
 goes through the change log, so the vector index and every reader follow it as they follow
@@ -9,9 +10,12 @@ version goes to the archive first, whole (vector included), under a version id o
 with reason ``updated`` and ``merged_into`` naming the drawer, so nothing an update
 replaces is lost: ``archive restore VERSION`` puts that version back (the version it
 replaces is archived in turn, so a restore can be undone the same way). A new text gets a
-new row and vector (vectors never change in place: ``maintenance._merge_into`` says why);
+new row and vector (vectors never change in place: ``dedup._merge_into`` says why);
 room, tags or importance alone change the row in place and log it as an ``add`` of its
 label, which a reader's refresh re-reads.
+
+``archive restore`` (``restore``) puts a version an update archived back into its drawer,
+and anything the dreamer archived back as it was (``archive_restore``).
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ import numpy as np
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
-from trusty_memory.workers.store import maintenance
+from trusty_memory.workers.store import archive, rows
 from trusty_memory.workers.store import values as v
-from trusty_memory.workers.store.maintenance import Row
+from trusty_memory.workers.store.rows import Row
+from trusty_memory.workers.store.state import DrawerPlace
 
 if TYPE_CHECKING:
     import sqlite3
@@ -37,18 +42,9 @@ if TYPE_CHECKING:
 Embed = Callable[[list[str]], np.ndarray]
 
 
-def canonical_id(drawer_id: object) -> str:
-    """Any spelling of a UUID as stored; other strings as given (they cannot exist)."""
-    value = v.check_nonempty(drawer_id, "drawer_id")
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        return value
-
-
 def update_drawer(store: PalaceStore, params: p.UpdateParams, embed: Embed) -> p.UpdateResult:
     """Change a drawer's text, room, tags and/or importance; archive the previous version."""
-    drawer_id = canonical_id(params.drawer_id)
+    drawer_id = v.canonical_id(params.drawer_id)
     given = (params.text, params.room, params.tags, params.importance)
     if all(value is None for value in given):
         raise v.invalid("nothing to update: give text, room, tags or importance")
@@ -65,13 +61,14 @@ def update_drawer(store: PalaceStore, params: p.UpdateParams, embed: Embed) -> p
     if text is not None and text != current.content:
         # Embedded before the transaction: the embedder is a round trip through the broker.
         vector = v.unit_vector(embed([text])[0], store.dim).astype("<f4").tobytes()
-    with store._transaction() as conn:
+    with store.transaction() as conn:
         # Read again: the transaction has just added the pending recall hits to the row. Its
         # text is still ``current``'s (only this process writes), so ``vector`` is the new one.
         row = _live_row(store, drawer_id, conn)
         new = Row(**{**row.__dict__})
         changed = []
         if vector is not None:
+            assert text is not None  # ``vector`` is only embedded from a new text
             # The new text's own vector: no episode context mixed in, none kept beside it,
             # and so no predecessor's words beside it in full-text search either.
             new.content, new.vector, new.own_vector, new.context = text, vector, None, None
@@ -109,7 +106,7 @@ def restore_version(store: PalaceStore, version_id: str) -> p.RestoreResult:
     If the drawer is live, the version replaces it and the replaced content is archived as a
     version in turn; if it is gone (forgotten, merged away), it comes back under its id.
     """
-    with store._transaction() as conn:
+    with store.transaction() as conn:
         found = conn.execute(
             f"SELECT {_ARCHIVE_COLUMNS} FROM archive WHERE id = ?", (version_id,)
         ).fetchone()
@@ -119,7 +116,23 @@ def restore_version(store: PalaceStore, version_id: str) -> p.RestoreResult:
             )
         drawer_id = found[11] or version_id
         live = _row_or_none(conn, drawer_id)
-        new = Row(0, *found[:3], json.loads(found[3]), *found[4:11], None, *found[12:14])
+        new = Row(  # _ARCHIVE_COLUMNS, by name
+            label=0,
+            id=found[0],
+            content=found[1],
+            room=found[2],
+            tags=json.loads(found[3]),
+            importance=found[4],
+            base_importance=found[5],
+            created_at=found[6],
+            hits=found[7],
+            content_hash=found[8],
+            vector=found[9],
+            metadata=found[10],
+            decay_from=None,
+            own_vector=found[12],
+            context=found[13],
+        )
         new.id = drawer_id
         new.decay_from = v.now_rfc3339()
         conn.execute("DELETE FROM archive WHERE id = ?", (version_id,))
@@ -128,12 +141,11 @@ def restore_version(store: PalaceStore, version_id: str) -> p.RestoreResult:
             _archive_version(conn, live)
             label = _replace(conn, live, new)
         else:
-            label = maintenance.insert_row(conn, new)
+            label = rows.insert_row(conn, new)
     if live is not None:
         _after_replace(store, live, new, label)
     else:
-        _remember_in_memory(store, new, label)
-        maintenance._after_write(store)
+        store.after_write(added=[DrawerPlace(label, new.room, new.tags)])
     return p.RestoreResult(drawer_id=drawer_id, palace=store.name, status="restored")
 
 
@@ -143,7 +155,7 @@ def invalidate_fact(store: PalaceStore, params: p.KgInvalidateParams) -> p.KgInv
     predicate = v.check_nonempty(params.predicate, "predicate")
     obj = None if params.object is None else v.check_nonempty(params.object, "object")
     now = v.now_rfc3339()
-    with store._transaction() as conn:
+    with store.transaction() as conn:
         row = conn.execute(
             "SELECT id, object FROM triples"
             " WHERE subject = ? AND predicate = ? AND valid_to IS NULL ORDER BY id DESC LIMIT 1",
@@ -162,11 +174,56 @@ def invalidate_fact(store: PalaceStore, params: p.KgInvalidateParams) -> p.KgInv
 def restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
     """``archive_restore``: a version an update archived goes back into its drawer
     (``restore_version``); anything else the dreamer archived comes back as it was."""
-    drawer_id = canonical_id(drawer_id)
-    reason = store._conn.execute("SELECT reason FROM archive WHERE id = ?", (drawer_id,)).fetchone()
+    drawer_id = v.canonical_id(drawer_id)
+    reason = store.db.conn.execute(
+        "SELECT reason FROM archive WHERE id = ?", (drawer_id,)
+    ).fetchone()
     if reason is not None and reason[0] == "updated":
         return restore_version(store, drawer_id)
-    return maintenance.archive_restore(store, drawer_id)
+    return archive_restore(store, drawer_id)
+
+
+def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
+    """Put an archived drawer back (new label, same id and vector); its decay clock restarts.
+
+    A merged drawer comes back as its own drawer again; the survivor keeps what it got.
+    """
+    drawer_id = v.canonical_id(drawer_id)
+    with store.transaction() as conn:
+        row = conn.execute(
+            "SELECT id, content, room, tags, importance, base_importance, created_at, hits,"
+            " content_hash, vector, metadata, own_vector, context FROM archive WHERE id = ?",
+            (drawer_id,),
+        ).fetchone()
+        if row is None:
+            raise p.TrustyError(
+                p.ErrorCode.DRAWER_NOT_FOUND, f"drawer not in the archive: {drawer_id}"
+            )
+        if conn.execute("SELECT 1 FROM drawers WHERE id = ?", (drawer_id,)).fetchone():
+            raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"drawer already live: {drawer_id}")
+        base = row[4] if row[5] is None else row[5]
+        tags = json.loads(row[3])
+        back = Row(
+            label=0,
+            id=row[0],
+            content=row[1],
+            room=row[2],
+            tags=tags,
+            importance=base,
+            base_importance=base,
+            created_at=row[6],
+            hits=row[7],
+            content_hash=row[8],
+            vector=row[9],
+            metadata=row[10],
+            decay_from=v.now_rfc3339(),
+            own_vector=row[11],
+            context=row[12],
+        )
+        label = rows.insert_row(conn, back)
+        conn.execute("DELETE FROM archive WHERE id = ?", (drawer_id,))
+    store.after_write(added=[DrawerPlace(label, row[2], tags)])
+    return p.RestoreResult(drawer_id=drawer_id, palace=store.name, status="restored")
 
 
 # -- rows --------------------------------------------------------------------------------
@@ -178,18 +235,20 @@ _ARCHIVE_COLUMNS = (
 
 
 def _row_or_none(conn: sqlite3.Connection, drawer_id: str) -> Row | None:
-    rows = maintenance._rows(conn, "id = ?", [drawer_id])
-    return rows[0] if rows else None
+    found = rows.where(conn, "id = ?", [drawer_id])
+    return found[0] if found else None
 
 
 def _live_row(store: PalaceStore, drawer_id: str, conn: sqlite3.Connection | None = None) -> Row:
-    conn = conn or store._conn
+    conn = conn or store.db.conn
     row = _row_or_none(conn, drawer_id)
     if row is None:
         gone = _why_gone(conn, drawer_id)
         if gone is not None:
             raise p.TrustyError(p.ErrorCode.DRAWER_NOT_FOUND, gone)
         store.get(drawer_id)  # raises DRAWER_NOT_FOUND
+    # The branch above raised: store.get reads the same drawers table, which has no such id.
+    assert row is not None
     return row
 
 
@@ -205,7 +264,7 @@ def _why_gone(conn: sqlite3.Connection, drawer_id: str) -> str | None:
     reason, into, at = found
     if reason == "merged" and into:
         # Merges re-point what was merged into a drawer that is merged in turn
-        # (``maintenance._merge_into``), so ``into`` is the survivor.
+        # (``dedup._merge_into``), so ``into`` is the survivor.
         said = f"drawer {drawer_id} was merged into {into} by the dreamer on {at}"
         return said + _survivor_advice(conn, into)
     if reason == "updated" and into:
@@ -244,15 +303,15 @@ def _archive_version(conn: sqlite3.Connection, row: Row) -> str:
     """Copy ``row`` to the archive as a version of itself; returns the version's id."""
     version = Row(**{**row.__dict__})
     version.id = str(uuid.uuid4())
-    maintenance._archive(conn, version, "updated", row.id, delete=False)
+    archive.archive_row(conn, version, "updated", row.id, delete=False)
     return version.id
 
 
 def _replace(conn: sqlite3.Connection, old: Row, new: Row) -> int:
     """Write ``new`` over ``old`` (same id); returns the label that now holds it."""
     if new.content != old.content or new.vector != old.vector:
-        maintenance._delete_row(conn, old)
-        return maintenance.insert_row(conn, new)
+        rows.delete_row(conn, old.label, old.id)
+        return rows.insert_row(conn, new)
     conn.execute(
         "UPDATE drawers SET room = ?, tags = ?, importance = ?, base_importance = ?,"
         " decay_from = ? WHERE label = ?",
@@ -264,23 +323,14 @@ def _replace(conn: sqlite3.Connection, old: Row, new: Row) -> int:
         "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
         [(t, old.label) for t in new.tags],
     )
-    maintenance.log_update(conn, old.label)
+    rows.log_update(conn, old.label)
     return old.label
-
-
-def _remember_in_memory(store: PalaceStore, row: Row, label: int) -> None:
-    store._labels.add(label)
-    store._room_labels.setdefault(row.room, set()).add(label)
-    for tag in row.tags:
-        store._tag_labels.setdefault(tag, set()).add(label)
 
 
 def _after_replace(store: PalaceStore, old: Row, new: Row, label: int) -> None:
     """The writer's filters, index and L1 follow the committed change (recall hits not
     yet written stay with the drawer, whatever row now holds it)."""
-    hits = store._pending_hits.get(old.label, 0)
-    maintenance._forget_in_memory(store, [old])
-    _remember_in_memory(store, new, label)
+    hits = store.pending_hits(old.label)
+    store.after_write(removed=[old.place], added=[DrawerPlace(label, new.room, new.tags)])
     if hits:
-        store._pending_hits[label] += hits
-    maintenance._after_write(store)
+        store.add_hits([(label, hits)])

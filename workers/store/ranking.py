@@ -1,8 +1,10 @@
 """Deep recall (layer 3): fusing the vector ranking with the BM25 ranking.
 
-Kept out of ``store.py`` so the ranking rules can be read and tuned in one place; the store
-fetches the two candidate lists (HNSW with the filters inside the search, FTS5 with the same
-filters in SQL) and this module decides the order.
+The rules and the measurements that chose them come first; then the queries that feed
+them (``deep`` and the lists it fuses: HNSW with the filters inside the search, FTS5 BM25
+with the same filters in SQL, the feedback and date lists, the episodes), so one deep
+recall reads top to bottom in this module. ``read.ReadStore.recall`` calls ``deep`` with
+the palace's state (``Palace``: what it reads of ``state.PalaceState``).
 
 Tuned on LoCoMo (``bench/locomo.py``; 5,882 turns, 1,982 questions; turn-level R@10 of
 ``memory_recall_deep``, turns embedded with one neighbour each side):
@@ -215,8 +217,25 @@ Cost: the words are written with the drawer (no model time) and read in the same
 
 from __future__ import annotations
 
-from collections import Counter
+import heapq
+import json
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import TYPE_CHECKING, Protocol
+
+from trusty_memory.common import names
+from trusty_memory.workers.store import dates
+from trusty_memory.workers.store import values as v
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import numpy as np
+    import sqlite_utils
+
+    from trusty_memory.common.config import PalaceSettings
+    from trusty_memory.workers.store.index import VectorIndex
 
 RRF_K = 5  # small: see the module doc
 CANDIDATES = 100  # per list, at least (30..300 measured the same)
@@ -231,6 +250,7 @@ FEEDBACK_WEIGHT = 0.3  # the feedback list's RRF weight (0.5 lowered the enginee
 FEEDBACK_POSTINGS_BUDGET = 500  # drawers the feedback terms may hold together
 CONTEXT_TEXT_WEIGHT = 0.3  # BM25 weight of the predecessor's words (own words: 1.0), see above
 DATE_WEIGHT = 1.0  # the date list's RRF weight: a named date counts as much as the words
+DOC_COUNT_CACHE = 50_000  # FTS terms whose drawer counts a palace keeps for deep recall
 
 
 def split_terms(
@@ -271,7 +291,7 @@ def rrf(
     best hits).
     """
     k = RRF_K if k is None else k
-    fused: Counter[int] = Counter()
+    fused: defaultdict[int, float] = defaultdict(float)
     total = 0.0
     for labels, weight in rankings:
         total += weight
@@ -280,7 +300,10 @@ def rrf(
     if not fused:
         return []
     best = (total if full_weight is None else full_weight) / (k + 1)
-    return [(label, s / best) for label, s in fused.most_common(top_k)]
+    # Best first, ties in the order first seen (what ``Counter.most_common`` does; its
+    # counts are typed as whole numbers, these are fractions).
+    top = heapq.nlargest(top_k, fused.items(), key=itemgetter(1))
+    return [(label, s / best) for label, s in top]
 
 
 def smooth_episodes(
@@ -336,3 +359,235 @@ def feedback_terms(
         chosen.append(term)
         total += count
     return chosen
+
+
+# -- the SQL and the index behind the rules --------------------------------------------------
+
+
+class Palace(Protocol):
+    """What deep recall reads of a palace (``state.PalaceState``): its SQLite file, settings,
+    vector index, size, and the term counts it keeps."""
+
+    db: sqlite_utils.Database
+    settings: PalaceSettings
+    term_counts: TermCounts
+
+    @property
+    def index(self) -> VectorIndex: ...
+
+    @property
+    def drawer_count(self) -> int: ...
+
+
+def deep(
+    palace: Palace,
+    query_text: str,
+    query: np.ndarray,
+    top_k: int,
+    allowed: set[int] | None,
+    room: str | None,
+    tag: str | None,
+) -> list[tuple[int, float, int]]:
+    """Layer 3, ``memory_recall_deep``: the vector list, the BM25 list, the feedback and date
+    lists when they fire, fused (``rrf``) and smoothed over episodes; ``(label, score, 3)``
+    best first. ``allowed`` is the room/tag filter as labels (None: no filter)."""
+    n = max(CANDIDATES, 10 * top_k)
+    ef = max(n, 4 * palace.settings.ef_search)
+    vector_ranked = [label for label, _ in palace.index.search(query, n, ef=ef, allowed=allowed)]
+    text_ranked = bm25(palace, query_text, n, room, tag)
+    lists = [(vector_ranked, VECTOR_WEIGHT), (text_ranked, TEXT_WEIGHT)]
+    fused = rrf(lists, len(vector_ranked) + len(text_ranked))
+    feedback = feedback_ranking(palace, query_text, fused, n, room, tag)
+    if feedback:
+        lists.append((feedback, FEEDBACK_WEIGHT))
+    dated = date_ranking(palace, query_text, query, n, allowed)
+    if dated:
+        lists.append((dated, DATE_WEIGHT))
+    if len(lists) > 2:
+        size = sum(len(labels) for labels, _ in lists)
+        fused = rrf(lists, size, full_weight=lists[0][1] + lists[1][1])
+    same_episode = episodes(palace, {label for label, _ in fused})
+    ranked = smooth_episodes(fused, same_episode, top_k)
+    return [(label, min(1.0, score), 3) for label, score in ranked]  # see ``rrf``
+
+
+def bm25(palace: Palace, query_text: str, n: int, room: str | None, tag: str | None) -> list[int]:
+    """Labels ranked by FTS5 BM25 over every query term (see ``bm25_terms``)."""
+    return bm25_terms(palace, v.fts_terms(query_text or ""), n, room, tag)
+
+
+def bm25_terms(
+    palace: Palace, terms: list[str], n: int, room: str | None, tag: str | None
+) -> list[int]:
+    """Labels ranked by FTS5 BM25 over ``terms``, with the same filters applied inside
+    the query, scoring only drawers that hold one of the rarer terms (see ``split_terms``).
+    A drawer's episode predecessor's words (``drawers.context``) count at
+    ``CONTEXT_TEXT_WEIGHT`` of its own."""
+    rare, common = split_terms(terms, palace.term_counts.count)
+    if not rare:
+        return []
+    if common:
+        r, c = v.fts_or(rare), v.fts_or(common)
+        matches = [f"({r}) AND ({c})", f"({r}) NOT ({c})"]
+    else:
+        matches = [v.fts_or(rare)]
+    context_weight = CONTEXT_TEXT_WEIGHT if palace.settings.context_vectors else 0.0
+    matches = [scoped(palace, m) for m in matches]
+    sql = "SELECT f.rowid, f.rank FROM drawers_fts f"
+    where = ["drawers_fts MATCH ?", f"f.rank MATCH 'bm25(1.0, {context_weight})'"]
+    filters: list[object] = []
+    if room is not None and room.strip():
+        sql += " JOIN drawers d ON d.label = f.rowid"
+        where.append("d.room = ?")
+        filters.append(names.normalize_room(room))
+    if tag is not None and tag != "":
+        where.append("f.rowid IN (SELECT label FROM drawer_tags WHERE tag = ?)")
+        filters.append(tag)
+    sql += " WHERE " + " AND ".join(where) + " ORDER BY f.rank LIMIT ?"
+    rows = [row for m in matches for row in palace.db.conn.execute(sql, [m, *filters, n])]
+    rows.sort(key=lambda row: row[1])  # FTS5 rank: lower is better
+    return [label for label, _ in rows[:n]]
+
+
+def scoped(palace: Palace, match: str) -> str:
+    """A BM25 match over what deep recall reads: a drawer's own words and its
+    predecessor's (``drawers.context``), or its own alone with the switch off, even
+    where older drawers kept context words."""
+    return match if palace.settings.context_vectors else v.own_words(match)
+
+
+def feedback_ranking(
+    palace: Palace,
+    query_text: str,
+    fused: list[tuple[int, float]],
+    n: int,
+    room: str | None,
+    tag: str | None,
+) -> list[int]:
+    """BM25 over the feedback terms of the top fused drawers (``feedback_terms``): it
+    finds drawers that share the answer's words rather than the question's."""
+    top = [label for label, _ in fused[:FEEDBACK_DOCS]]
+    if not top:
+        return []
+    content = dict(
+        palace.db.conn.execute(
+            "SELECT label, content FROM drawers WHERE label IN (SELECT value FROM json_each(?))",
+            (json.dumps(top),),
+        )
+    )
+    texts = [content[label] for label in top if label in content]  # best first
+    terms = feedback_terms(
+        v.fts_terms(query_text or ""),
+        texts,
+        v.fts_terms,
+        lambda term: palace.term_counts.count(term, FEEDBACK_POSTINGS_BUDGET),
+    )
+    return bm25_terms(palace, terms, n, room, tag) if terms else []
+
+
+def date_ranking(
+    palace: Palace, query_text: str, query: np.ndarray, n: int, allowed: set[int] | None
+) -> list[int]:
+    """The drawers written within the dates the query names (``workers/store/dates.py``),
+    or whose text speaks of a day within them (``drawer_days``: "yesterday" in a note
+    written the day after), ranked by the query's vector; none when it names no date,
+    or when its dates cover half the palace or more (the list would only repeat the
+    vector list)."""
+    spans = dates.windows(query_text or "", lambda: years(palace.db.conn))
+    if not spans:
+        return []
+    inside: set[int] = set()
+    for start, end in spans:
+        inside.update(
+            row[0]
+            for row in palace.db.conn.execute(
+                "SELECT label FROM drawers WHERE created_at >= ? AND created_at < ?"
+                " UNION SELECT label FROM drawer_days"
+                " WHERE start >= ? AND start < ? AND end > ?",
+                (start, end, dates.earliest_overlap(start), end, start),
+            )
+        )
+    if allowed is not None:
+        inside &= allowed
+    if not inside or 2 * len(inside) >= palace.drawer_count:
+        return []
+    return [label for label, _ in palace.index.search(query, n, allowed=inside)]
+
+
+def years(conn: sqlite3.Connection) -> range:
+    """The years the palace's drawers were written in (for dates without a year)."""
+    first, last = conn.execute("SELECT min(created_at), max(created_at) FROM drawers").fetchone()
+    if first is None:
+        return range(0)
+    # The stored form writes year 1 as "1-01-01T...": read the year up to its dash.
+    return range(int(first.split("-", 1)[0]), int(last.split("-", 1)[0]) + 1)
+
+
+def episodes(palace: Palace, labels: set[int]) -> Callable[[int, int], bool]:
+    """``same_episode(a, b)`` for two of ``labels`` whose labels are adjacent: same room,
+    written within ``EPISODE_WINDOW_S`` of each other. Only drawers with a label neighbour
+    among ``labels`` are read: smoothing adds nothing for the others (``smooth_episodes``),
+    and a deep recall's ~200 candidates have few such pairs."""
+    wanted = sorted(x for x in labels if x - 1 in labels or x + 1 in labels)
+    where: dict[int, tuple[str, float | None]] = {
+        label: (room, seconds)
+        for label, room, seconds in palace.db.conn.execute(
+            "SELECT label, room, julianday(created_at) * 86400.0 FROM drawers"
+            " WHERE label IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted),),
+        )
+    }
+
+    def same_episode(a: int, b: int) -> bool:
+        ra, ta = where.get(a, ("", None))
+        rb, tb = where.get(b, ("", None))
+        if ta is None or tb is None or ra != rb:
+            return False
+        return abs(ta - tb) <= EPISODE_WINDOW_S
+
+    return same_episode
+
+
+class TermCounts:
+    """How many drawers hold each FTS term, the order ``split_terms`` and ``feedback_terms``
+    rank terms by: counted in SQLite on first use, kept per palace process
+    (``PalaceState.term_counts``) and forgotten when a reader catches up."""
+
+    def __init__(self, palace: Palace) -> None:
+        self.palace = palace
+        self.counts: dict[str, int] = {}  # FTS term -> drawers holding it (capped)
+        self.size = 0  # palace size when those counts were taken
+        self.over: dict[str, int] = {}  # FTS term -> a smaller cap it exceeds
+
+    def count(self, term: str, cap: int = BM25_POSTINGS_BUDGET) -> int:
+        """How many drawers hold ``term``, counted only up to ``cap`` + 1 (the BM25 budget
+        unless the caller needs less: the split needs an order, not a census) and cached
+        until the palace has changed size by a tenth. The cache keeps exact counts and
+        the BM25 budget's "more"; a term over a smaller cap is remembered apart, so that
+        the next full count is still taken. A zero is never cached: the split drops such
+        a term, and the next write may be the first drawer to hold it."""
+        size = self.palace.drawer_count
+        if abs(size - self.size) > max(100, self.size // 10):
+            self.forget()
+            self.size = size
+        count = self.counts.get(term)
+        if count:
+            return min(count, cap + 1)
+        if cap < BM25_POSTINGS_BUDGET and self.over.get(term, -1) >= cap:
+            return cap + 1
+        if len(self.counts) + len(self.over) >= DOC_COUNT_CACHE:
+            self.forget()
+        count = self.palace.db.conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT ?)",
+            (scoped(self.palace, v.fts_or([term])), cap + 1),
+        ).fetchone()[0]
+        if count and (count <= cap or cap >= BM25_POSTINGS_BUDGET):
+            self.counts[term] = count
+        elif count:
+            self.over[term] = cap
+        return count
+
+    def forget(self) -> None:
+        """Drop every count (a reader that caught up: texts may have changed)."""
+        self.counts.clear()
+        self.over.clear()

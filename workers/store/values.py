@@ -70,6 +70,16 @@ def check_drawer_id(value: object) -> str:
         raise invalid(f"drawer_id: not a UUID: {value!r}") from None
 
 
+def canonical_id(drawer_id: object) -> str:
+    """An id a caller names a stored drawer by: any spelling of a UUID as stored; other
+    strings as given (they cannot exist, and the lookup says so)."""
+    value = check_nonempty(drawer_id, "drawer_id")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return value
+
+
 def check_created_at(value: str | None) -> str:
     """Caller-supplied timestamps are normalised to UTC ``...Z`` at second precision."""
     if value is None:
@@ -80,9 +90,11 @@ def check_created_at(value: str | None) -> str:
 def check_timestamp(value: object, field: str) -> str:
     """An RFC 3339 time (a date alone means its midnight; no zone means UTC) in the stored
     form, UTC ``...Z`` at second precision, which orders as text the way it does in time."""
+    if not isinstance(value, str):
+        raise invalid(f"{field}: not an RFC 3339 timestamp: {value!r}")
     try:
         parsed = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
+    except ValueError:
         raise invalid(f"{field}: not an RFC 3339 timestamp: {value!r}") from None
     if parsed.tzinfo is None:
         return stored_time(parsed)
@@ -102,6 +114,13 @@ def check_top_k(top_k: object, max_top_k: int) -> int:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= max_top_k:
         raise invalid(f"top_k: must be an integer in 1..{max_top_k}, got {top_k!r}")
     return top_k
+
+
+def check_limit(value: object, high: int) -> int:
+    """A page size of the dreamer's steps and the archive listing: an integer in 1..high."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise invalid(f"limit: must be an integer in 1..{high}, got {value!r}")
+    return value
 
 
 def unit_vector(vector: object, dim: int, field: str = "vector") -> np.ndarray:

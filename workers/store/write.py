@@ -8,12 +8,16 @@
         palace.json              name, description, created_at (written atomically)
         identity.txt             L0 identity text
 
-``PalaceStore`` is the read side (``store_read.ReadStore``: filters, index, L1, every
-read) plus the writes. Exactly one process per palace writes, so it keeps its in-memory
-state in step with each commit itself, and it holds the recall hit counts (its own and
-those readers hand it) until the next write transaction carries them (a read never
-writes). Every change to a drawer goes through the change log, which is how the index is
-replayed after a crash and how readers keep up.
+``PalaceStore`` is the read side (``read.ReadStore``: filters, index, L1, every read) plus
+the writes. Exactly one process per palace writes, so it keeps its in-memory state in step
+with each commit itself, and it holds the recall hit counts (its own and those readers
+hand it) until the next write transaction carries them (a read never writes). Every change
+to a drawer goes through the change log (``rows.py``), which is how the index is replayed
+after a crash and how readers keep up.
+
+Its API for the modules that change drawers (``bulk``, ``edit``, ``dedup``, ``decay``):
+``transaction()`` is one write transaction, ``after_write(added=..., removed=...)`` brings
+the filters, the index and L1 along once it has committed.
 
 Crash safety: every write commits to SQLite (one transaction per batch) before the index is
 touched and before anyone is told "stored". On open, the newest index snapshot is loaded and
@@ -30,12 +34,13 @@ entries does a write load the index itself, so that a snapshot bounds it as befo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,11 +67,12 @@ from trusty_memory.common.protocol import (
     StoredResult,
     TrustyError,
 )
-from trusty_memory.workers.store import context, maintenance
+from trusty_memory.workers.store import archive, context, dream_log, rows
 from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.index import VectorIndex
-from trusty_memory.workers.store.read import ReadStore, storage_errors
+from trusty_memory.workers.store.read import ReadStore
 from trusty_memory.workers.store.schema import connect
+from trusty_memory.workers.store.state import DrawerPlace, storage_errors
 
 log = get_logger(__name__)
 
@@ -185,9 +191,71 @@ class PalaceStore(ReadStore):
 
     # -- writing -------------------------------------------------------------------
 
-    def _transaction(self):
-        """One write transaction; pending recall hits ride along in it."""
-        return _WriteTxn(self)
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``with store.transaction() as conn``: one write transaction. BEGIN IMMEDIATE,
+        the pending recall hits, the body, COMMIT (ROLLBACK on an exception). Not reentrant.
+
+        IMMEDIATE takes the write lock at BEGIN, where SQLite's busy timeout applies. A plain
+        (deferred) BEGIN took it at the first write, after the body's reads: if another
+        connection committed in between, WAL mode fails the write at once with "database is
+        locked" (a stale read snapshot cannot become a writer; no waiting helps). One writer
+        per palace makes that rare, but a worker orphaned by a killed broker still commits
+        its last batch next to its replacement, and a client saw the error in the kill test.
+
+        Pending hit counts are only forgotten once the transaction that wrote them commits.
+        """
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            hits = dict(self._pending_hits)
+            if hits:
+                conn.executemany(
+                    "UPDATE drawers SET hits = hits + ? WHERE label = ?",
+                    [(count, label) for label, count in hits.items()],
+                )
+        except BaseException:
+            conn.rollback()
+            raise
+        try:
+            yield conn
+        except BaseException:
+            conn.rollback()  # a no-op if the error already ended the transaction
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        self._pending_hits.subtract(hits)
+        self._pending_hits = +self._pending_hits  # drop zeros
+        self._commits += 1
+
+    def after_write(
+        self,
+        added: Iterable[DrawerPlace] = (),
+        removed: Iterable[DrawerPlace] = (),
+        *,
+        snapshot: bool = False,
+    ) -> None:
+        """After a commit: the drawers ``removed`` leave the filters (their unwritten hits
+        with them), those ``added`` join them, the index follows the change log and L1
+        follows importance. A drawer changed in place is both, removed first.
+
+        ``snapshot``: also save the index if enough changes piled up (``maybe_snapshot``),
+        as a remember or a forget does. Batch work (an import, the dreamer's steps) leaves
+        it to the worker's next idle moment: a snapshot rewrites the whole index file,
+        which would stall the requests queued behind the batch, and a crash before then
+        costs a change-log replay on open, never data.
+        """
+        for drawer in removed:
+            self._unplace(drawer)
+        for drawer in added:
+            self._place(drawer)
+        self._sync_index()
+        self.refresh_l1()
+        if snapshot:
+            self.maybe_snapshot()
 
     def _prepare(self, params: RememberParams, vector: object) -> _NewDrawer:
         """``vector`` is the model's vector, or a ``context.Mixed`` pair (the index's mix
@@ -195,7 +263,8 @@ class PalaceStore(ReadStore):
         own = words = None
         if isinstance(vector, context.Mixed):
             words = context.words(vector.context, params.text)
-            vector, own = vector.vector, v.unit_vector(vector.own, self.dim)
+            own = v.unit_vector(vector.own, self.dim)
+            vector = vector.vector
         text = v.check_text(params.text, self.settings.max_text_bytes)
         metadata = None
         if params.metadata is not None:
@@ -230,7 +299,7 @@ class PalaceStore(ReadStore):
         A drawer id that already exists (or repeats within the batch) is an idempotent
         retry: it is reported as stored and not inserted again. A text already stored in
         the same room with the same metadata is a restatement: the existing drawer absorbs
-        it (see ``maintenance.absorb_duplicate``) and its id is returned, marked
+        it (see ``rows.absorb_duplicate``) and its id is returned, marked
         ``deduplicated``. Not when ``embed_text`` is given: the caller embedded the text
         in a context of its own, so the two drawers mean different things.
         """
@@ -238,7 +307,7 @@ class PalaceStore(ReadStore):
         added: list[tuple[int, _NewDrawer]] = []
         absorbed: dict[int, str] = {}  # position in the batch -> the existing drawer's id
         new_tags: list[tuple[int, list[str]]] = []
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             known: set[str] = set()
             for i, d in enumerate(prepared):
                 if (
@@ -249,14 +318,14 @@ class PalaceStore(ReadStore):
                 content_hash = hashlib.sha256(d.content.encode()).hexdigest()
                 twin = None
                 if items[i][0].embed_text is None:
-                    twin = maintenance.find_exact_duplicate(conn, content_hash, d.room, d.metadata)
+                    twin = rows.find_exact_duplicate(conn, content_hash, d.room, d.metadata)
                 if twin is not None:
                     label, absorbed[i], old_tags = twin
-                    tags = maintenance.absorb_duplicate(conn, label, d.tags, old_tags, d.importance)
+                    tags = rows.absorb_duplicate(conn, label, d.tags, old_tags, d.importance)
                     new_tags.append((label, tags))
                     continue
                 known.add(d.id)
-                label = conn.execute(
+                cursor = conn.execute(
                     "INSERT INTO drawers (id, content, room, tags, importance, created_at,"
                     " content_hash, vector, metadata, own_vector, context)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -273,16 +342,18 @@ class PalaceStore(ReadStore):
                         None if d.own_vector is None else d.own_vector.astype("<f4").tobytes(),
                         d.context,
                     ),
-                ).lastrowid
-                maintenance.log_added(conn, label, d.id, d.tags)
+                )
+                label = rows.inserted_label(cursor)
+                rows.log_added(conn, label, d.id, d.tags)
                 added.append((label, d))
         for label, tags in new_tags:
             for tag in tags:
                 self._tag_labels.setdefault(tag, set()).add(label)
         if added:
-            self._after_adds(added)
+            placed = [DrawerPlace(label, d.room, d.tags) for label, d in added]
+            self.after_write(added=placed, snapshot=True)
         elif new_tags:
-            self._refresh_l1()  # an absorbed duplicate may have gained importance
+            self.refresh_l1()  # an absorbed duplicate may have gained importance
         return [
             StoredResult(
                 drawer_id=absorbed.get(i, d.id),
@@ -292,16 +363,6 @@ class PalaceStore(ReadStore):
             )
             for i, d in enumerate(prepared)
         ]
-
-    def _after_adds(self, added: list[tuple[int, _NewDrawer]]) -> None:
-        for label, d in added:
-            self._labels.add(label)
-            self._room_labels.setdefault(d.room, set()).add(label)
-            for tag in d.tags:
-                self._tag_labels.setdefault(tag, set()).add(label)
-        self._sync_index()
-        self._refresh_l1()
-        self.maybe_snapshot()
 
     def _sync_index(self) -> None:
         """Bring the index up to the change log after a commit (a released one waits for
@@ -334,13 +395,13 @@ class PalaceStore(ReadStore):
             drawer_id = str(uuid.UUID(drawer_id))
         except ValueError:
             pass  # not a UUID: it cannot exist, and the lookup below says so
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             row = conn.execute(
                 "SELECT label, room, tags FROM drawers WHERE id = ?", (drawer_id,)
             ).fetchone()
             if row is None:
                 # Pruned: deleted from the archive too. Merged: an error naming the survivor.
-                if maintenance.forget_archived(conn, drawer_id):
+                if archive.forget_archived(conn, drawer_id):
                     return ForgetResult(status="deleted", drawer_id=drawer_id, palace=self.name)
                 raise TrustyError(ErrorCode.DRAWER_NOT_FOUND, f"drawer not found: {drawer_id}")
             label, room, tags = row
@@ -348,20 +409,8 @@ class PalaceStore(ReadStore):
             conn.execute(
                 "DELETE FROM archive WHERE reason = 'updated' AND merged_into = ?", (drawer_id,)
             )
-            conn.execute("DELETE FROM drawer_tags WHERE label = ?", (label,))
-            conn.execute("DELETE FROM drawers WHERE label = ?", (label,))
-            conn.execute(
-                "INSERT INTO changes (op, label, drawer_id, at) VALUES ('delete', ?, ?, ?)",
-                (label, drawer_id, v.now_rfc3339()),
-            )
-        self._labels.discard(label)
-        self._room_labels.get(room, set()).discard(label)
-        for tag in json.loads(tags):
-            self._tag_labels.get(tag, set()).discard(label)
-        self._pending_hits.pop(label, None)
-        self._sync_index()
-        self._refresh_l1()
-        self.maybe_snapshot()
+            rows.delete_row(conn, label, drawer_id)
+        self.after_write(removed=[DrawerPlace(label, room, json.loads(tags))], snapshot=True)
         return ForgetResult(status="deleted", drawer_id=drawer_id, palace=self.name)
 
     @storage_errors
@@ -372,7 +421,7 @@ class PalaceStore(ReadStore):
         obj = v.check_nonempty(params.object, "object")
         confidence = v.check_unit_interval(params.confidence, "confidence")
         now = v.now_rfc3339()
-        with self._transaction() as conn:
+        with self.transaction() as conn:
             conn.execute(
                 "UPDATE triples SET valid_to = ?"
                 " WHERE subject = ? AND predicate = ? AND valid_to IS NULL",
@@ -395,7 +444,7 @@ class PalaceStore(ReadStore):
     def flush(self) -> None:
         """Write the recall hit counts gathered since the last write."""
         if self._pending_hits:
-            with self._transaction():
+            with self.transaction():
                 pass
 
     def maybe_snapshot(self, force: bool = False) -> bool:
@@ -422,7 +471,7 @@ class PalaceStore(ReadStore):
         """
         if self._summary_at == self._commits:
             return False
-        dream = maintenance.dream_summary(self._conn)
+        dream = dream_log.dream_summary(self._conn)
         last_write = self._conn.execute("SELECT max(at) FROM changes").fetchone()[0]
         triples = self._conn.execute(
             "SELECT count(*) FROM triples WHERE valid_to IS NULL"
@@ -470,52 +519,3 @@ class PalaceStore(ReadStore):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _WriteTxn:
-    """``with store._transaction() as conn``: BEGIN IMMEDIATE, flush pending hits, body,
-    COMMIT (ROLLBACK on an exception). Not reentrant.
-
-    IMMEDIATE takes the write lock at BEGIN, where SQLite's busy timeout applies. A plain
-    (deferred) BEGIN took it at the first write, after the body's reads: if another
-    connection committed in between, WAL mode fails the write at once with "database is
-    locked" (a stale read snapshot cannot become a writer; no waiting helps). One writer
-    per palace makes that rare, but a worker orphaned by a killed broker still commits its
-    last batch next to its replacement, and a client saw the error in the kill test.
-
-    Pending hit counts are only forgotten once the transaction that wrote them commits.
-    """
-
-    def __init__(self, store: PalaceStore) -> None:
-        self.store = store
-        self.hits: dict[int, int] = {}
-
-    def __enter__(self) -> sqlite3.Connection:
-        conn = self.store._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.hits = dict(self.store._pending_hits)
-            if self.hits:
-                conn.executemany(
-                    "UPDATE drawers SET hits = hits + ? WHERE label = ?",
-                    [(count, label) for label, count in self.hits.items()],
-                )
-        except BaseException:
-            conn.rollback()
-            raise
-        return conn
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        conn = self.store._conn
-        if exc_type is not None:
-            conn.rollback()  # a no-op if the error already ended the transaction
-            return False
-        try:
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.rollback()
-            raise
-        self.store._pending_hits.subtract(self.hits)
-        self.store._pending_hits = +self.store._pending_hits  # drop zeros
-        self.store._commits += 1
-        return False
