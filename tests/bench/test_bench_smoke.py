@@ -213,7 +213,7 @@ def test_replay_smoke(tmp_path):
     run_bench("bench/replay.py", "--home", str(home), "--sets", "history",
               "--set", "retrieval.FEEDBACK_WEIGHT=0", "--out", str(second))  # fmt: skip
     shipped = json.loads(first.read_text())["results"]["history"]["all"]
-    product = json.loads((ROOT / "bench/results/history_notes.json").read_text())
+    product = json.loads((ROOT / "bench/results/history_notes-context-by-content.json").read_text())
     overall = product["results"]["memory_recall_deep"]["overall"]
     for got, want in zip(shipped, (overall["r1"], overall["r5"], overall["r10"]), strict=True):
         assert abs(got - want) <= 1.5, (shipped, overall)

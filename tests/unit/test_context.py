@@ -66,19 +66,35 @@ def test_writer_pairs_each_remember_with_its_predecessor_in_arrival_order():
     last = written("Q: which port does the billing API use?")
     batch = [
         remember("8217 since the move."),
-        remember("Unrelated: lunch is at noon.", at="2026-03-01T10:06:00Z"),
+        remember("Lunch for the team is at noon in the big room.", at="2026-03-01T10:06:00Z"),
+        remember("It moves to 13:00 on Fridays.", at="2026-03-01T10:06:30Z"),
         remember("In another room.", room="infra", at="2026-03-01T10:07:00Z"),
         remember("Much later.", room="infra", at="2026-03-01T14:00:00Z"),
         remember("Given context.", at="2026-03-01T10:08:00Z", embed_text="caller's own"),
     ]
     got = PalaceWriter.remember_inputs(fake_writer(True, last), batch)
     assert got == [
-        ("8217 since the move.", last.text),  # the palace's newest drawer
-        ("Unrelated: lunch is at noon.", "8217 since the move."),  # earlier in the batch
+        ("8217 since the move.", last.text),  # answers the palace's newest drawer
+        # A note that names its own subject borrows nothing, a minute later or not.
+        ("Lunch for the team is at noon in the big room.", None),
+        # One that points back borrows from the drawer before it in the batch.
+        ("It moves to 13:00 on Fridays.", "Lunch for the team is at noon in the big room."),
         ("In another room.", None),
         ("Much later.", None),
         ("caller's own", None),
     ]
+
+
+def test_context_needs_a_reply_or_a_continuation_not_just_the_clock():
+    """Notes written seconds apart that each name their subject stand alone
+    (``relatedness.continues``); a reply, an answer or a back-reference borrows."""
+    note = written("httpx 0.25.0 dropped Python 3.7 and can talk to HTTPS proxies.")
+    alone = written("httpx 0.26.0 added the proxy= argument and deprecated proxies=.", dt=30)
+    assert context.context_of(note, alone, EPISODE_WINDOW_S) is None
+    back = written("They both land in our client next sprint.", dt=30)
+    assert context.context_of(note, back, EPISODE_WINDOW_S) == note.text
+    reply = written("Caroline: Wow, that's great news!", dt=30)
+    assert context.context_of(written("Melanie: I got the job."), reply, EPISODE_WINDOW_S)
 
 
 def test_the_switch_turns_it_off():
@@ -116,25 +132,26 @@ class FakeEmbedder:
 @pytest.mark.parametrize("on", [True, False])
 def test_embed_all_mixes_the_context_vector_and_embeds_each_text_once(on):
     embedder = FakeEmbedder()
-    worker = fake_writer(on, written("a question"))
+    question = "which port does it use?"
+    worker = fake_writer(on, written(question))
     worker.embedder = embedder
     worker.remember_inputs = lambda rs: PalaceWriter.remember_inputs(worker, rs)
     work = [
         (SimpleNamespace(request=SimpleNamespace(id="r1", method="memory_remember")),
          remember("an answer")),
         (SimpleNamespace(request=SimpleNamespace(id="r2", method="memory_recall")),
-         SimpleNamespace(query="a question")),
+         SimpleNamespace(query=question)),
     ]  # fmt: skip
     vectors, errors = PalaceWorker.embed_all(worker, work)
     assert errors == {}
     [texts] = embedder.calls
-    assert texts == ["an answer", "a question"]  # the context text is embedded once
-    own, ctx = embedder.encode(["an answer", "a question"])
+    assert texts == ["an answer", question]  # the context text is embedded once
+    own, ctx = embedder.encode(["an answer", question])
     if on:  # the mix for the index, and the drawer's own vector for the dreamer
         assert isinstance(vectors["r1"], context.Mixed)
         np.testing.assert_allclose(vectors["r1"].vector, context.mix(own, ctx), atol=1e-6)
         np.testing.assert_allclose(vectors["r1"].own, own, atol=1e-6)
-        assert vectors["r1"].context == "a question"  # its words, for deep recall's BM25
+        assert vectors["r1"].context == question  # its words, for deep recall's BM25
     else:
         np.testing.assert_allclose(vectors["r1"], own, atol=1e-6)
     np.testing.assert_allclose(vectors["r2"], ctx, atol=1e-6)

@@ -1,10 +1,15 @@
-"""Context-aware vectors: a drawer written inside an episode carries its predecessor's meaning.
+"""Context-aware vectors: a drawer that continues its predecessor carries its meaning.
 
-A reply like "Yes, last Tuesday!" or a note like "Follow-up: added an alert on heap usage"
-means little alone. A drawer written right after another one in the same room, within the
-episode window (``retrieval.EPISODE_WINDOW_S``: the episodes ``smooth_episodes`` uses at
-recall time), is given the vector ``own + CONTEXT_WEIGHT * predecessor``, unit length,
-where both are the model's vectors of the drawers' own texts. The stored content and the
+A reply like "Yes, last Tuesday!" or a note like "Follow-up from that one: added an alert on
+heap usage" means little alone. A drawer written right after another one in the same room,
+within the episode window (``retrieval.EPISODE_WINDOW_S``: the episodes ``smooth_episodes``
+uses at recall time), that is shaped as a reply to it or a continuation of it
+(``relatedness.continues``: a conversation's turn, an answer to a question, an opening that
+points back) is given the vector ``own + CONTEXT_WEIGHT * predecessor``, unit length,
+where both are the model's vectors of the drawers' own texts. A note that names its own
+subject borrows nothing, however close in time: notes an agent writes in a burst stand
+alone, and a neighbour's meaning only pulls each towards the wrong questions
+(``BENCHMARKS.md``, burst notes). The stored content and the
 duplicate check stay the drawer's own. A drawer whose caller sent ``embed_text`` keeps
 that text's vector: the caller chose its context.
 
@@ -58,6 +63,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from trusty_memory.workers.store import relatedness
+
 CONTEXT_WEIGHT = 0.5  # share of the predecessor's vector (see the module doc)
 CONTEXT_CHARS = 300  # of the predecessor's words kept for BM25 (``drawers.context``)
 
@@ -83,10 +90,13 @@ def same_episode(before: Written, after: Written, window_s: float) -> bool:
 
 def context_of(previous: Written | None, drawer: Written, window_s: float) -> str | None:
     """The text whose vector is mixed into ``drawer``'s, given the drawer written just
-    before it (None: no predecessor in the same episode)."""
+    before it (None: no predecessor in the same episode, or ``drawer`` does not continue
+    it: ``relatedness.continues``)."""
     if previous is None or not same_episode(previous, drawer, window_s):
         return None
-    return previous.text if previous.text.strip() else None
+    if not previous.text.strip() or not relatedness.continues(previous.text, drawer.text):
+        return None
+    return previous.text
 
 
 class Mixed(NamedTuple):

@@ -28,7 +28,8 @@ from pathlib import Path
 import sqlite_utils
 
 from trusty_memory.common.protocol import ErrorCode, TrustyError
-from trusty_memory.workers.store import dates
+from trusty_memory.workers.store import dates, relatedness
+from trusty_memory.workers.store.index import prune_snapshots
 
 BUSY_TIMEOUT_MS = 5000
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -104,7 +105,7 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
 
 
 def _v2_dreamer(db: sqlite_utils.Database) -> None:
-    """What the dreamer needs (see ``workers/store/maintenance.py``).
+    """What the dreamer needs (see ``workers/store/dedup.py`` and ``decay.py``).
 
     * ``drawers.base_importance``: the importance the caller gave; ``importance`` becomes the
       effective (decayed) value that list order, L1 and recall report. NULL: never decayed,
@@ -346,6 +347,95 @@ def mentioned_days(content: str, created_at: str) -> str:
         return "[]"
 
 
+# How many redaction markers (``[secret:KIND #FINGERPRINT]``: ``common/credentials``) a text
+# holds, in SQL: the triggers below need no function of ours, so any connection may write.
+_MARKERS_IN = "(length({t}) - length(replace({t}, '[secret:', ''))) / 8"
+
+
+def _v9_redacted(db: sqlite_utils.Database) -> None:
+    """``drawers.redacted``: how many credentials were replaced by markers in the drawer's
+    text (0: none). Kept by triggers from the text itself, as full-text search is, so every
+    write path (remember, update, import, a merge, a restore, ``scrub``) records it
+    without knowing of it, and stats count redacted drawers off a partial index."""
+    count = _MARKERS_IN.format(t="new.content")
+    statements = [
+        "ALTER TABLE drawers ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0",
+        f"UPDATE drawers SET redacted = {_MARKERS_IN.format(t='content')}"
+        " WHERE instr(content, '[secret:') > 0",
+        "CREATE INDEX drawers_redacted ON drawers(label) WHERE redacted > 0",
+        f"""CREATE TRIGGER drawers_redacted_insert AFTER INSERT ON drawers
+            WHEN instr(new.content, '[secret:') > 0 BEGIN
+            UPDATE drawers SET redacted = {count} WHERE label = new.label;
+        END""",
+        f"""CREATE TRIGGER drawers_redacted_update AFTER UPDATE OF content ON drawers BEGIN
+            UPDATE drawers SET redacted = {count} WHERE label = new.label;
+        END""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+def _v10_context_by_content(db: sqlite_utils.Database) -> None:
+    """A drawer borrows its episode predecessor's context (the vector mix beside
+    ``own_vector``, the words in ``context``) only when its text continues the
+    predecessor's (``relatedness.continues``: a reply, an answer, an opening that points
+    back), no longer for being written within the episode window alone
+    (``context.context_of``). Drawers already stored that took context without continuing
+    their predecessor get their own vector and words back, as the writer now stores them,
+    and the index snapshots are dropped so that the next open rebuilds the index from
+    SQLite (~0.4 ms per drawer, once). Nothing else changes: the decision is what a drawer
+    holds (a mix and words, or its own), so ranking reads nothing new.
+    """
+    if _own_context_back(db, window_s=1800.0):
+        path = db.execute("PRAGMA database_list").fetchone()[2]
+        if path:
+            prune_snapshots(Path(path).parent, keep_seq=-1)
+
+
+def _own_context_back(db: sqlite_utils.Database, window_s: float, chunk: int = 10_000) -> bool:
+    """Give the drawers that hold context without continuing their episode predecessor
+    (by label, same room, within ``window_s``) their own vector and no context words, a
+    chunk of labels at a time. Returns whether any stored vector changed."""
+    before: tuple[str, float, str] | None = None
+    after = 0
+    changed = False
+    while True:
+        rows = db.execute(
+            "SELECT label, room, julianday(created_at) * 86400.0, content,"
+            " own_vector IS NOT NULL OR context IS NOT NULL FROM drawers"
+            " WHERE label > ? ORDER BY label LIMIT ?",
+            (after, chunk),
+        ).fetchall()
+        if not rows:
+            return changed
+        own_back = []
+        for label, room, t, text, borrowed in rows:
+            t = math.nan if t is None else t  # a time SQLite cannot read: in no episode
+            if borrowed and not (
+                before is not None
+                and before[0] == room
+                and abs(t - before[1]) <= window_s
+                and relatedness.continues(before[2], text)
+            ):
+                own_back.append(label)
+            before = (room, t, text)
+        if own_back:
+            labels = json.dumps(own_back)
+            changed |= bool(
+                db.conn.execute(
+                    "UPDATE drawers SET vector = own_vector, own_vector = NULL"
+                    " WHERE own_vector IS NOT NULL AND label IN (SELECT value FROM json_each(?))",
+                    (labels,),
+                ).rowcount
+            )
+            db.conn.execute(
+                "UPDATE drawers SET context = NULL"
+                " WHERE context IS NOT NULL AND label IN (SELECT value FROM json_each(?))",
+                (labels,),
+            )
+        after = rows[-1][0]
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_dreamer,
@@ -355,6 +445,8 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v6_context_words,
     _v7_four_digit_years,
     _v8_mentioned_days,
+    _v9_redacted,
+    _v10_context_by_content,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
