@@ -41,6 +41,7 @@ import numpy as np
 from trusty_memory.common import protocol as p
 from trusty_memory.common.credentials.redactor import Redactor
 from trusty_memory.common.logs import get_logger
+from trusty_memory.workers.store import rows
 
 log = get_logger(__name__)
 
@@ -260,12 +261,11 @@ def _apply(store: Any, scan: _Scan, embed: Embed) -> int:
             strict=True,
         )
     )
-    columns = [r[1] for r in conn.execute("PRAGMA table_info(drawers)") if r[1] != "label"]
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute("BEGIN IMMEDIATE")
     try:
         for change in scan.drawers.values():
-            _rewrite_drawer(conn, columns, change, vectors.get(("d", change.key)))
+            _rewrite_drawer(conn, change, vectors.get(("d", change.key)))
         for change in scan.archive.values():
             _rewrite_archived(conn, change, vectors.get(("a", change.key)))
         for tid, fields in scan.triples.items():
@@ -278,48 +278,24 @@ def _apply(store: Any, scan: _Scan, embed: Embed) -> int:
     return len(vectors)
 
 
-def _rewrite_drawer(conn, columns: list[str], change: _Change, vector: bytes | None) -> None:
-    """The drawer again under its id, as a new row (the index follows the change log)."""
-    names = ", ".join(columns)
-    row = dict(
-        zip(
-            columns,
-            conn.execute(f"SELECT {names} FROM drawers WHERE label = ?", (change.key,)).fetchone(),
-            strict=True,
-        )
-    )
+def _rewrite_drawer(conn, change: _Change, vector: bytes | None) -> None:
+    """The drawer again under its id, as a new row: the store's own delete and insert, so
+    the change log carries both and the index and readers follow as after any rewrite."""
+    (row,) = rows.where(conn, "label = ?", [change.key])
     if change.content is not None:
-        row["content"] = change.content
-        row["content_hash"] = hashlib.sha256(change.content.encode()).hexdigest()
+        row.content = change.content
     if change.tags is not None:
-        row["tags"] = json.dumps(change.tags)
+        row.tags = change.tags
     if change.metadata_changed:
-        row["metadata"] = change.metadata
+        row.metadata = change.metadata
     if change.context_changed:
-        row["context"] = change.context
+        row.context = change.context
     if vector is not None:  # its own text's vector: no mix with a clear predecessor
-        row["vector"], row["own_vector"] = vector, None
-    elif change.context_changed and row.get("own_vector") is not None:
-        row["vector"], row["own_vector"] = row["own_vector"], None
-    now = _now()
-    conn.execute("DELETE FROM drawer_tags WHERE label = ?", (change.key,))
-    conn.execute("DELETE FROM drawers WHERE label = ?", (change.key,))
-    conn.execute(
-        "INSERT INTO changes (op, label, drawer_id, at) VALUES ('delete', ?, ?, ?)",
-        (change.key, row["id"], now),
-    )
-    marks = ", ".join("?" for _ in columns)
-    label = conn.execute(
-        f"INSERT INTO drawers ({names}) VALUES ({marks})", [row[c] for c in columns]
-    ).lastrowid
-    conn.executemany(
-        "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",
-        [(t, label) for t in json.loads(row["tags"])],
-    )
-    conn.execute(
-        "INSERT INTO changes (op, label, drawer_id, at) VALUES ('add', ?, ?, ?)",
-        (label, row["id"], now),
-    )
+        row.vector, row.own_vector = vector, None
+    elif change.context_changed and row.own_vector is not None:
+        row.vector, row.own_vector = row.own_vector, None
+    rows.delete_row(conn, row.label, row.id)
+    rows.insert_row(conn, row)
 
 
 def _rewrite_archived(conn, change: _Change, vector: bytes | None) -> None:
@@ -343,10 +319,6 @@ def _rewrite_archived(conn, change: _Change, vector: bytes | None) -> None:
     if sets:
         assignments = ", ".join(f"{name} = ?" for name in sets)
         conn.execute(f"UPDATE archive SET {assignments} WHERE id = ?", (*sets.values(), change.key))
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # -- the whole of it ---------------------------------------------------------------------
