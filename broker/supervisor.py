@@ -107,7 +107,7 @@ def argv_for(service: str, slot: int = 0) -> list[str]:
         palace = service[len(p.PALACE_SERVICE_PREFIX) :]
         # One argument, ``--palace=NAME``: a name may start with '-' ("-x", "--help"),
         # which argparse would read as an option if it stood on its own.
-        argv = module_command("trusty_memory.workers.palace", f"--palace={palace}")
+        argv = module_command("trusty_memory.workers.palace_process", f"--palace={palace}")
         return argv if slot == 0 else [*argv, "--reader"]
     raise ValueError(f"no process serves {service!r}")
 

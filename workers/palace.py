@@ -1,12 +1,12 @@
 """Palace workers: one writer and 0..N readers per palace, each its own process.
 
-``python -m trusty_memory.workers.palace --palace=NAME [--reader]``, started by the
-broker's supervisor. This module is what both roles share: the loop turn that decodes a
-batch, refuses oversized text before it costs an embedding, asks the embedder for every
-vector the batch needs in ONE call (the texts of new drawers, the queries of recalls),
-and runs the reads. ``writer.py`` adds the writes (one transaction per run of
-remembers; a reply leaves only after its commit); ``reader.py`` keeps a read-only copy of
-the palace's state current from the change log.
+Started by the broker's supervisor as ``python -m trusty_memory.workers.palace_process
+--palace=NAME [--reader]``, or forked by the template. This module is what both roles
+share: the loop turn that decodes a batch, refuses oversized text before it costs an
+embedding, asks the embedder for every vector the batch needs in ONE call (the texts of
+new drawers, the queries of recalls), and runs the reads. ``writer.py`` adds the writes
+(one transaction per run of remembers; a reply leaves only after its commit);
+``reader.py`` keeps a read-only copy of the palace's state current from the change log.
 
 Every reply names the change-log seq the worker had applied when it answered (``seq`` in
 the response and a frame of its own for the broker): clients send it back with their
@@ -20,11 +20,6 @@ it (``state.PalaceState.index``).
 
 from __future__ import annotations
 
-import argparse
-import faulthandler
-import os
-import signal
-import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -34,10 +29,8 @@ import numpy as np
 
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
-from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.config import Config
 from trusty_memory.common.credentials import detector
-from trusty_memory.common.home import CRASH_TEST_ENV
-from trusty_memory.common.logs import setup_logging
 from trusty_memory.common.names import validate_palace_name
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 from trusty_memory.workers.secrets_guard import SecretGuard
@@ -309,31 +302,3 @@ def _stats(w: PalaceWorker) -> p.PalaceStats:
 
 def _error(job: Job, exc: p.TrustyError) -> bytes:
     return p.error_response(job.request.id, exc.code, exc.message)
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="trusty-memory-palace")
-    parser.add_argument("--palace", required=True)
-    parser.add_argument("--reader", action="store_true", help="serve reads only, read-only")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    # A crash in native code (SQLite, hnswlib, numpy) leaves a traceback in the daemon log.
-    faulthandler.enable(file=sys.stderr, all_threads=True)
-    if os.environ.get(CRASH_TEST_ENV) == "all":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    args = parse_args(argv)
-    config = load_config()
-    log = setup_logging("palace", default_level="info")
-    if args.reader:
-        from trusty_memory.workers.reader import PalaceReader
-
-        return PalaceReader(config, log, args.palace).run()
-    from trusty_memory.workers.writer import PalaceWriter
-
-    return PalaceWriter(config, log, args.palace).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ each palace writer or reader is a child that shares the template's code and libr
 copy-on-write.
 
 Protocol, one JSON object per line: the supervisor writes ``{"argv": [...]}`` (the
-arguments of ``python -m trusty_memory.workers.palace``) to the template's stdin and
+arguments of ``python -m trusty_memory.workers.palace_process``) to the template's stdin and
 reads ``{"pid": N}`` (or ``{"error": "..."}``) from its stdout. The template says
 ``{"ready": true}`` once its imports are done; whenever a child exits,
 the template reaps it and writes ``{"exit": PID, "code": C}`` (C negative: killed by
@@ -96,9 +96,7 @@ def preload() -> None:
     import sqlite_utils  # noqa: F401
     import zmq  # noqa: F401
 
-    import trusty_memory.workers.palace
-    import trusty_memory.workers.reader
-    import trusty_memory.workers.writer  # noqa: F401
+    import trusty_memory.workers.palace_process  # noqa: F401 (palace, reader, writer)
     from trusty_memory.common.logs import setup_logging
 
     setup_logging("template")  # structlog's processors built once, shared
@@ -137,7 +135,7 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
         faulthandler.enable(file=sys.stderr, all_threads=True)
         if os.environ.get(CRASH_TEST_ENV) == "forked":
             os.kill(os.getpid(), signal.SIGSEGV)
-        from trusty_memory.workers.palace import main
+        from trusty_memory.workers.palace_process import main
 
         code = main(argv)
     except SystemExit as exc:

@@ -31,7 +31,7 @@ from trusty_memory.common import protocol as p
 from trusty_memory.common.config import PalaceSettings, load_config
 from trusty_memory.common.credentials import detector
 from trusty_memory.common.logs import setup_logging
-from trusty_memory.workers import palace
+from trusty_memory.workers import palace_process
 from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.store.read import ReadStore
 from trusty_memory.workers.store.write import PalaceStore
@@ -45,7 +45,7 @@ def warm_up(log) -> None:
     """Run a palace worker's start-up, and its writer and reader paths on a palace in a
     temp dir, once; never raises. Leaves structlog configured as the template had it."""
     try:
-        palace.parse_args(["--palace", "warm-up", "--reader"])  # argparse compiles regexes
+        palace_process.parse_args(["--palace", "warm-up", "--reader"])  # argparse compiles regexes
         load_config()
         detector.warm()  # the credential rules, and detect-secrets' plugins they name
         _codecs()

@@ -156,13 +156,15 @@ def setup(config: Config, progress, clean: bool = False) -> dict[str, Any]:
     """Prepare the compiled model now (what the first embedder start would do), and with
     ``clean`` remove every other entry of the cache. Raises on failure."""
     from trusty_memory.common.logs import setup_logging
-    from trusty_memory.workers.embedder import compiled_model
+    from trusty_memory.workers.embedder import compiled_model, export_tools
 
     started = time.monotonic()
     root = cache_root(config)
     log = setup_logging("setup", default_level="warning")  # stderr; the steps say the rest
     progress(f"looking for the compiled model in {root}")
-    _, directory, built = compiled_model.load_verified(root, log, progress=progress)
+    _, directory, built = compiled_model.load_verified(
+        root, log, progress=progress, build_python=export_tools.python
+    )
     removed = compiled_model.clean(root, log) if clean else []
     entry = next(e for e in compiled_model.entries(root) if e["current"])
     return {

