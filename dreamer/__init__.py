@@ -12,4 +12,9 @@ batch in one transaction (``workers/store/dedup.py``, ``decay.py``). The pieces:
                 batches.
 * ``scheduler`` the long-running loop: which palace is due (idle long enough, or not
                 dreamed for ``every_s``), and stepping aside when foreground work arrives.
+
+Run by: the dreamer process (``python -m trusty_memory.dreamer --supervised``, started by
+the daemon's supervisor) and ``trusty-memory dream``. May import: ``common`` and the client
+library (``client.sync``); never ``workers``, ``broker``, the MCP front end, the CLI or
+``ui`` (pyproject.toml's import contracts).
 """

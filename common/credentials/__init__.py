@@ -19,4 +19,5 @@ on receipt (``workers/secrets_guard.py``), before the store and before the embed
   always gives the same marker and the secret itself is never stored.
 
 Run by: palace workers (redaction, scrub, export); the web page and the CLI (markers).
+May import: the standard library, detect-secrets and ``common``; no actor.
 """
