@@ -1,12 +1,13 @@
 """The container recipe (deploy/container/Dockerfile) and the team compose file.
 
-No Docker daemon runs here, so no image is built: the Dockerfile is read instruction by
-instruction and checked for what the image must be (stages, the model compiled at build
-time, torch from PyTorch's CPU index, hnswlib built for any CPU, a user that is not root,
-a healthcheck through ``trusty-memory status``, no secret baked in), and each check is
-first shown to catch a Dockerfile that breaks it. The compose file is validated against
-the compose-spec JSON schema (as vendored by check-jsonschema) and, where a
-``docker compose`` plugin is installed, by ``docker compose config``.
+The default suite needs no Docker engine, so no image is built here
+(``test_container_engine.py`` builds and runs it, opt-in): the Dockerfile is read
+instruction by instruction and checked for what the image must be (stages, the model
+compiled at build time, torch from PyTorch's CPU index, hnswlib built for any CPU, a user
+that is not root, a healthcheck through ``trusty-memory status``, no secret baked in), and
+each check is first shown to catch a Dockerfile that breaks it. The compose file is
+validated against the compose-spec JSON schema (as vendored by check-jsonschema) and, where
+a compose is installed (the ``docker compose`` plugin or docker-compose), by its ``config``.
 """
 
 from __future__ import annotations
@@ -250,6 +251,16 @@ def test_the_build_context_carries_the_sources_and_no_keys():
     assert ignored("x", ["*"]) and not ignored("x", ["*", "!x"])  # the matcher itself
 
 
+def test_the_classic_builder_reads_the_same_allow_list():
+    """The classic builder (``DOCKER_BUILDKIT=0``, docker-compose 1.x) reads only the
+    context's ``.dockerignore``, not ``Dockerfile.dockerignore``: the two must agree."""
+
+    def rules(path: Path) -> list[str]:
+        return [line for line in path.read_text().splitlines() if not line.startswith("#")]
+
+    assert rules(REPO / ".dockerignore") == rules(IGNORE)
+
+
 # -- compose ------------------------------------------------------------------------------
 
 
@@ -306,6 +317,28 @@ def test_the_team_daemon_takes_its_keys_from_secrets():
     assert (COMPOSE.parent / daemon["build"]["context"] / daemon["build"]["dockerfile"]).is_file()
 
 
+def test_the_remote_worker_dials_the_backend_with_a_key_of_its_own():
+    data = compose()
+    daemon, worker = data["services"]["daemon"], data["services"]["worker"]
+    assert daemon["environment"]["TRUSTY_MEMORY_BROKER_BACKEND"] == "tcp://0.0.0.0:7602"
+    assert "7602" not in " ".join(daemon["ports"])  # the backend is not published
+    command = worker["command"]
+    assert command[:3] == ["worker", "--broker", "tcp://daemon:7602"]
+    assert command[command.index("--palace") + 1] == "${TRUSTY_MEMORY_REMOTE_PALACE:-team}"
+    env = worker["environment"]
+    assert env["TRUSTY_MEMORY_SERVER_KEY"] == daemon["environment"]["TRUSTY_MEMORY_SERVER_KEY"]
+    assert worker["secrets"] == ["worker_client_secret_key"]  # never the server's secret
+    assert env["TRUSTY_MEMORY_CLIENT_SECRET_FILE"] == "/run/secrets/worker_client_secret_key"
+    assert data["secrets"]["worker_client_secret_key"] == {
+        "file": "./team/worker/keys/client.key_secret"
+    }
+    assert worker["volumes"] == ["remote-palace:/data"] and "remote-palace" in data["volumes"]
+    assert worker["image"] == daemon["image"] and "build" not in worker
+    assert worker["depends_on"] == ["daemon"] and worker["restart"] == "on-failure"
+    assert worker["healthcheck"]["test"] == ["CMD", "trusty-memory", "status"]
+    assert "name" not in data  # docker-compose 1.x refuses a top-level name
+
+
 def test_the_team_keys_stay_out_of_git_and_the_sdist():
     manifest = (REPO / "MANIFEST.in").read_text()
     assert "prune deploy/team" in manifest and "exclude deploy/.env" in manifest
@@ -316,35 +349,40 @@ def test_the_team_keys_stay_out_of_git_and_the_sdist():
         assert done.returncode == 0, f"{path} is not ignored by git"
 
 
-def _compose_plugin() -> str | None:
+def _compose() -> tuple[list[str] | None, str]:
+    """The compose command here (the docker plugin, else docker-compose 1.x), or why none."""
     docker = shutil.which("docker")
-    if docker is None:
-        return "docker is not installed"
-    done = subprocess.run([docker, "compose", "version"], capture_output=True, text=True,
-                          timeout=30)  # fmt: skip
-    if done.returncode:
-        return (
-            f"docker has no compose plugin: {(done.stderr or done.stdout).strip().splitlines()[0]}"
-        )
-    return None
+    if docker is not None:
+        done = subprocess.run([docker, "compose", "version"], capture_output=True, text=True,
+                              timeout=30)  # fmt: skip
+        if done.returncode == 0:
+            return [docker, "compose"], ""
+    if shutil.which("docker-compose") is not None:
+        return ["docker-compose"], ""
+    return None, "no compose: neither a docker compose plugin nor docker-compose"
 
 
-@pytest.mark.skipif(_compose_plugin() is not None, reason=str(_compose_plugin()))
+COMPOSE_COMMAND, NO_COMPOSE = _compose()
+
+
+@pytest.mark.skipif(COMPOSE_COMMAND is None, reason=NO_COMPOSE)
 def test_docker_compose_config_accepts_it(tmp_path):
     keys = tmp_path / "team" / "keys"
     (keys / "clients").mkdir(parents=True)
-    for name in ("server.key_secret", "client.key_secret"):
-        (keys / name).write_text("placeholder\n")
+    (tmp_path / "team" / "worker" / "keys").mkdir(parents=True)
+    for name in ("keys/server.key_secret", "keys/client.key_secret",
+                 "worker/keys/client.key_secret"):  # fmt: skip
+        (tmp_path / "team" / name).write_text("placeholder\n")
     copy = tmp_path / "compose.yaml"
     copy.write_text(COMPOSE.read_text().replace("context: ..", f"context: {REPO}"))
     done = subprocess.run(
-        ["docker", "compose", "-f", str(copy), "config", "--quiet"],
+        [*COMPOSE_COMMAND, "-f", str(copy), "config", "--quiet"],
         env={**os.environ, "TRUSTY_MEMORY_SERVER_KEY": "x" * 40},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     missing = subprocess.run(
-        ["docker", "compose", "-f", str(copy), "config", "--quiet"],
+        [*COMPOSE_COMMAND, "-f", str(copy), "config", "--quiet"],
         env={k: v for k, v in os.environ.items() if k != "TRUSTY_MEMORY_SERVER_KEY"},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
