@@ -107,6 +107,27 @@ def test_dream_bench_smoke():
         assert m["precision"] >= 0.995 and m["recall"] > 0.8 and m["wrong_merges"] == [], name
 
 
+def test_mcp_recall_bench_smoke(tmp_path):
+    """The notes sets through ``serve`` as an agent writes them (no ``created_at``): the
+    burst notes, both variants; the figures are the script's, checked for shape and sense."""
+    out = tmp_path / "mcp_recall.json"
+    done = run_bench(
+        "-m", "bench.mcp_recall", "--sets", "bursts", "--variants", "on,off", "--table",
+        "--out", str(out),
+    )  # fmt: skip
+    r = json.loads(out.read_text())
+    assert set(r) == {"on", "off"}
+    for variant in r.values():
+        bursts = variant["bursts"]
+        assert bursts["notes"] == 300 and bursts["questions"] == 203
+        for method in ("plain", "deep"):
+            figures = bursts[method]
+            assert 0 < figures["r1"] <= figures["r5"] <= figures["r10"] <= 100, figures
+            assert figures["p50_ms"] > 0
+        assert bursts["worse"] + bursts["better"] <= 203
+    assert "| bursts |" in done.stdout.decode()
+
+
 def test_locomo_bench_smoke(tmp_path):
     out = tmp_path / "locomo.json"
     run_bench("bench/locomo.py", "--smoke", "--out", str(out))
