@@ -47,6 +47,8 @@ from trusty_memory.broker import palace_moves, reader_scaling, status_report
 from trusty_memory.broker.autoscale import Autoscaler
 from trusty_memory.broker.palaces import PalaceRegistry
 from trusty_memory.broker.records import Closing, Pending, Service, WorkerRec
+from trusty_memory.broker.remote_palaces import FILE_NAME as REMOTE_PALACES_FILE
+from trusty_memory.broker.remote_palaces import RemotePalaces
 from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
 from trusty_memory.common import __version__, transport
 from trusty_memory.common import protocol as p
@@ -70,6 +72,10 @@ class Broker:
     def __init__(self, config: Config, log) -> None:
         self.config = config
         self.log = log
+        # Palaces a remote writer has served, kept in the home across restarts: the broker
+        # never spawns for them (``remote_palaces.py``). Read first: unreadable, the daemon
+        # does not start.
+        self.remote_palaces = RemotePalaces(config.home / REMOTE_PALACES_FILE)
         self.ctx: zmq.SyncContext = zmq.Context.instance()
         self.frontend = self.ctx.socket(zmq.ROUTER)
         self.backend = self.ctx.socket(zmq.ROUTER)
@@ -94,8 +100,6 @@ class Broker:
         self.unanswered: set[tuple[bytes, str]] = set()
         self.palaces = PalaceRegistry(config)
         self.autoscaler = Autoscaler(config.palace)
-        # Palaces a remote writer has served since start: the broker never spawns for them.
-        self.remote_palaces: dict[str, str] = {}  # service name -> the writer's host
         self.closing: dict[str, Closing] = {}  # palaces being deleted or renamed, by name
         self.supervisor = Supervisor(config, log)
         self.max_workers = worker_budget(config.broker.max_workers)
@@ -318,8 +322,44 @@ class Broker:
         if req.method == "palace_restore":
             self.check_free(params.new_name or params.name)
             return self.palaces.restore(params.name, params.entry, params.new_name)
+        if req.method == "palace_forget_remote":
+            return self.forget_remote(validate_palace_name(params.name))
         self.check_not_reserved(validate_palace_name(params.name))
+        self.check_not_remote(params.name)
         return self.palaces.create(params.name, params.description)
+
+    def check_not_remote(self, name: str) -> None:
+        """Refuse a name a remote writer serves (connected now or not): a palace made here
+        under it would be served in its place whenever that worker is away."""
+        host = self.remote_palaces.get(p.palace_service(name))
+        if host is not None:
+            raise p.TrustyError(
+                p.ErrorCode.PALACE_EXISTS,
+                f"palace already exists: {name} (served by a remote worker on {host})",
+            )
+
+    def forget_remote(self, name: str) -> dict:
+        """``palace_forget_remote``: local workers may serve ``name`` again, from this home's
+        files. Refused while a remote writer serves it, and for a palace never served
+        remotely."""
+        service = p.palace_service(name)
+        host = self.remote_palaces.get(service)
+        if host is None:
+            raise p.TrustyError(
+                p.ErrorCode.INVALID_PARAMS,
+                f"palace_forget_remote: palace {name} is not served by a remote worker",
+            )
+        current = self.services.get(service)
+        if current is not None and any(w.remote for w in current.workers):
+            raise p.TrustyError(
+                p.ErrorCode.INVALID_PARAMS,
+                f"palace_forget_remote: a remote worker on {host} serves palace {name} now:"
+                " stop it first (its files stay on its host)",
+            )
+        self.remote_palaces.forget(service)
+        local = self.palaces.exists(name)
+        self.log.warning("remote palace forgotten", palace=name, host=host, local_copy=local)
+        return {"palace": name, "host": host, "local_copy": local}
 
     def check_open(self, name: str) -> str:
         """``name`` if it is a palace that serves requests; else ``PALACE_NOT_FOUND``."""
@@ -341,6 +381,7 @@ class Broker:
         """Refuse to move a palace to ``name`` when a palace has it, its directory is in
         the way, or a rename under way is about to give it."""
         self.check_not_reserved(validate_palace_name(name))
+        self.check_not_remote(name)
         self.palaces.check_free(name)
 
     def check_not_reserved(self, name: str) -> None:
@@ -410,7 +451,7 @@ class Broker:
             self.to_worker(identity, p.W_DISCONNECT)
             return
         if ready.remote and ready.role == "writer":
-            self.remote_palaces[ready.service] = ready.host
+            self.remote_palaces.record(ready.service, ready.host or "unknown")
             for child in self.supervisor.slots(ready.service):  # local readers: not here
                 if child.running:
                     child.stopping = True
@@ -559,6 +600,9 @@ class Broker:
 
     def timeout(self, pending: Pending, service: str) -> None:
         message = f"{pending.method}: timed out waiting for {service}"
+        host = self.remote_palaces.get(service)
+        if host is not None and not any(s.remote for s in self.service(service).workers):
+            message += f" (served by a remote worker on {host}, not connected)"
         self.answer(pending, p.error_response(pending.rid, p.ErrorCode.TIMEOUT, message))
 
     def heartbeat_and_purge(self, now: float) -> None:

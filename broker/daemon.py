@@ -26,6 +26,7 @@ import time
 from dataclasses import replace
 
 from trusty_memory.broker.broker import Broker
+from trusty_memory.broker.remote_palaces import UnreadableList
 from trusty_memory.common import __version__, home, keys, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config, load_config
@@ -148,6 +149,11 @@ def run_daemon(
     except p.TrustyError as exc:  # plain tcp refused, no server key: one line, no traceback
         log.error("cannot listen", error=exc.message)
         print(f"trusty-memory: {exc.message}", file=sys.stderr)
+        os.close(lock_fd)
+        return 2
+    except UnreadableList as exc:
+        log.error("cannot start", error=str(exc))
+        print(f"trusty-memory: {exc}", file=sys.stderr)
         os.close(lock_fd)
         return 2
     if client_started and config.daemon.idle_exit_s > 0:

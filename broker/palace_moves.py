@@ -31,7 +31,8 @@ def close_palace(broker: Broker, client: bytes, req: p.Request) -> None:
         raise p.TrustyError(
             p.ErrorCode.INVALID_PARAMS,
             f"{req.method}: palace {name} is served by a remote worker on {host}, which"
-            " owns its files: stop that worker and move the palace on its host",
+            " owns its files: stop that worker and move the palace on its host (or, if it"
+            f" has come home for good, `trusty-memory palace forget-remote {name}` first)",
         )
     if req.method == "palace_rename":
         if params.new_name == name:

@@ -73,7 +73,20 @@ def status(broker: Broker) -> dict:
         "crashes": broker.supervisor.crash_status(),
         "palace_processes": broker.palace_processes(),
         "max_workers": broker.max_workers,
+        "remote_palaces": remote_palaces(broker),
     }
+
+
+def remote_palaces(broker: Broker) -> dict[str, dict]:
+    """Every palace a remote writer has served (``remote_palaces.py``): its host, and
+    whether such a writer is connected now (if not, its requests wait for it)."""
+    prefix = len(p.PALACE_SERVICE_PREFIX)
+    out = {}
+    for service in broker.remote_palaces:
+        current = broker.services.get(service)
+        connected = current is not None and any(w.remote for w in current.workers)
+        out[service[prefix:]] = {"host": broker.remote_palaces.get(service), "connected": connected}
+    return out
 
 
 def scaling_status(broker: Broker, service_name: str) -> dict:

@@ -200,6 +200,11 @@ class Client:
         params = {"name": name, "entry": entry, "new_name": new_name}
         return self.call("palace_restore", params)
 
+    def palace_forget_remote(self, name: str) -> dict:
+        """Let local workers serve ``name`` again, a palace a remote writer served (refused
+        while one does): ``{"palace", "host", "local_copy"}``."""
+        return self.call("palace_forget_remote", {"name": name})
+
     def palace_archived(self) -> list[dict]:
         return self.call("palace_archived")["palaces"]
 

@@ -230,6 +230,13 @@ class PalaceRestoreParams(msgspec.Struct, kw_only=True):
     new_name: str | None = None
 
 
+class PalaceForgetRemoteParams(msgspec.Struct, kw_only=True):
+    """``palace_forget_remote``: local workers may serve a palace a remote writer served
+    (``broker/remote_palaces.py``); refused while one serves it."""
+
+    name: str
+
+
 class PalaceHitsParams(msgspec.Struct, kw_only=True):
     """``palace_hits``: recall hits a reader counted, as ``[[label, count], ...]``; the
     writer adds them to the next write transaction."""
@@ -758,7 +765,8 @@ class ScrubResult(msgspec.Struct, kw_only=True):
 # answered once they have exited (killed after ``[broker] close_grace_s``).
 PALACE_MOVE_METHODS = frozenset({"palace_delete", "palace_rename"})
 _BROKER_ONLY = ["ping", "status", "palace_list", "palace_archived", "palace_create",
-                "palace_scale", "palace_restore", "palace_summaries"]  # fmt: skip
+                "palace_scale", "palace_restore", "palace_summaries",
+                "palace_forget_remote"]  # fmt: skip
 BROKER_METHODS = frozenset(_BROKER_ONLY) | PALACE_MOVE_METHODS
 # The dreamer's maintenance: routed to the writer, and not counted as foreground use of a
 # palace (so the dreamer's own traffic never makes a palace look busy to itself).
@@ -809,6 +817,7 @@ PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "palace_delete": PalaceDeleteParams,
     "palace_rename": PalaceRenameParams,
     "palace_restore": PalaceRestoreParams,
+    "palace_forget_remote": PalaceForgetRemoteParams,
     "palace_hits": PalaceHitsParams,
     "memory_remember": RememberParams,
     "memory_recall": RecallParams,

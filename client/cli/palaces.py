@@ -117,6 +117,18 @@ def cmd_palace_restore(args) -> int:
     return 0
 
 
+def cmd_palace_forget_remote(args) -> int:
+    data = daemon_client().palace_forget_remote(args.name)
+    where = "this home's copy" if data["local_copy"] else "none here yet (`palace create`)"
+    output(
+        args,
+        data,
+        f"{data['palace']}: no longer served from {data['host']}; local workers serve it from"
+        f" {where}",
+    )
+    return 0
+
+
 def cmd_stats(args) -> int:
     import msgspec
 
@@ -193,6 +205,19 @@ def register(sub) -> None:
     s.add_argument("name", help="the name it had" + dash)
     s.add_argument("--as", dest="as_name", metavar="NEW", help="restore it under this name")
     s.add_argument("--entry", help="which archived copy (as `palace list --archived` shows)")
+    s = command(
+        palace,
+        "forget-remote",
+        cmd_palace_forget_remote,
+        "let local workers serve a palace a remote worker served",
+        "The daemon remembers every palace a remote worker (`trusty-memory worker`) has"
+        " served, across restarts, and never serves it from this home while that worker is"
+        " away (a write here would be lost to it). When the palace has moved here for good"
+        " (its files copied into this home, or given up), this lets local workers serve it"
+        " again. Refused while a remote worker serves it.",
+        remote=True,
+    )
+    s.add_argument("name", help="palace name" + dash)
 
     s = command(
         sub, "stats", cmd_stats, "a palace's counts, index lag, last dream, sizes", remote=True

@@ -99,6 +99,12 @@ def _health_lines(status: dict) -> list[str]:
     for name, crash in (status.get("crashes") or {}).items():
         loop = f", {crash['in_a_row']} in a row" if crash["in_a_row"] > 1 else ""
         lines.append(f"  crashed: {name} {crash['total']} times{loop}, last {crash['last_exit']}")
+    for name, remote in (status.get("remote_palaces") or {}).items():
+        if not remote["connected"]:
+            lines.append(
+                f"  waiting: palace {name} is served by a remote worker on {remote['host']},"
+                " not connected (its requests wait for it)"
+            )
     return lines
 
 

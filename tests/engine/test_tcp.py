@@ -31,8 +31,8 @@ from mcp.client.stdio import stdio_client
 from tests.conftest import Daemon, _short_tmp
 from tests.mcp.conftest import tool_json
 from trusty_memory.client.sync import Client
+from trusty_memory.common import palace_dir, transport
 from trusty_memory.common import protocol as p
-from trusty_memory.common import transport
 from trusty_memory.common.config import Config, PalaceSettings, load_config
 from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.store.write import PalaceStore
@@ -505,6 +505,70 @@ def test_without_local_workers_palaces_wait_for_remote_ones():
     finally:
         if worker is not None:
             worker.stop()
+        team.cleanup()
+
+
+def test_a_remote_palace_is_never_served_here_after_a_restart():
+    """A palace a remote writer served stays that worker's across a daemon restart. The home
+    holds an old copy of it (it moved to the worker's host): until the worker reconnects,
+    its requests wait and say for whom, ``palace_create`` refuses the name, and no local
+    writer starts, so no write is acknowledged into a copy that is not served. ``palace
+    forget-remote`` gives it back to local workers, and is refused while the worker serves."""
+    frontend = f"tcp://127.0.0.1:{free_port()}"
+    backend = f"tcp://127.0.0.1:{free_port()}"
+    team = TeamDaemon(_short_tmp("tmr-"), frontend, backend)
+    palace_dir.create(team.client_config(team.home), "moved", "the copy left behind")
+    worker = RemoteWorker(team, "moved")
+    try:
+        team.start()
+        worker.start()
+        assert wait_until(lambda: remote_writer(team, "moved") is not None, 60)
+        with team.client() as client:
+            before = client.remember("moved", "the release train leaves on Thursdays")
+        worker.proc.terminate()  # its files stay in its home, on "its host"
+        worker.proc.wait(timeout=20)
+        team.stop()
+        assert json.loads((team.home / "remote_palaces.json").read_text())["palaces"]["moved"]
+
+        team.start()
+        with team.client() as client:
+            with pytest.raises(p.TrustyError) as waited:
+                client.call("memory_remember", {"text": "lost?"}, palace="moved", timeout=2.0)
+            assert waited.value.code == p.ErrorCode.TIMEOUT
+            assert "served by a remote worker on" in waited.value.message
+            assert "not connected" in waited.value.message
+            with pytest.raises(p.TrustyError) as taken:
+                client.palace_create("moved")
+            assert taken.value.code == p.ErrorCode.PALACE_EXISTS
+            assert "remote worker" in taken.value.message
+            assert client.status()["remote_palaces"]["moved"]["connected"] is False
+        status = team.client_cli(team.client_home, "status")
+        assert "waiting: palace moved is served by a remote worker" in status.stdout
+        spawned = [e for e in team.log_lines("spawned") if e.get("service") == "palace:moved"]
+        assert spawned == [], "a local writer started for a remote writer's palace"
+
+        worker.start()  # back: it serves what it held, the note from before the restart
+        assert wait_until(lambda: remote_writer(team, "moved") is not None, 60)
+        with team.client() as client:
+            hits = client.recall("moved", "when does the release train leave").results
+            assert hits[0].drawer_id == before.drawer_id
+        refused = team.client_cli(team.client_home, "palace", "forget-remote", "moved")
+        assert refused.returncode != 0 and "stop it first" in refused.stderr
+
+        worker.proc.terminate()
+        worker.proc.wait(timeout=20)
+        assert wait_until(lambda: remote_writer(team, "moved") is None, 30)
+        given = team.client_cli(team.client_home, "palace", "forget-remote", "moved", "--json")
+        assert given.returncode == 0, given.stderr
+        assert json.loads(given.stdout)["local_copy"] is True
+        with team.client() as client:  # local workers serve the home's copy now
+            client.remember("moved", "served from the daemon's home again")
+            assert client.status()["remote_palaces"] == {}
+        spawned = [e for e in team.log_lines("spawned") if e.get("service") == "palace:moved"]
+        assert spawned
+        assert "moved" not in json.loads((team.home / "remote_palaces.json").read_text())["palaces"]
+    finally:
+        worker.stop()
         team.cleanup()
 
 
