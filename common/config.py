@@ -127,7 +127,9 @@ class PalaceSettings:
     ef_construction: int = 200
     hnsw_m: int = 16
     batch_max: int = 256  # requests drained from the socket per loop turn
-    synchronous: str = "NORMAL"  # SQLite: NORMAL survives kill -9; FULL also power loss
+    # SQLite: FULL syncs each commit before the write is acknowledged, so it also survives
+    # a power cut; NORMAL (about 0.7 ms faster a remember) survives kill -9 only.
+    synchronous: str = "FULL"
     # Reader processes per palace beside its writer (``trusty-memory scale`` sets one
     # palace's own number, kept in its palace.json).
     readers: int = 0

@@ -113,6 +113,16 @@ def test_open_creates_layout_and_schema(store, palace_dir):
     assert info.description == "project memory"
 
 
+def test_a_writer_syncs_every_commit_to_disk_by_default(palace_dir):
+    """An acknowledged write must survive a power cut: FULL (2) unless the home says
+    otherwise (``[palace] synchronous``)."""
+    with PalaceStore.open(palace_dir, "proj", PalaceSettings()) as full:
+        assert full.db.execute("PRAGMA synchronous").fetchone() == (2,)
+    relaxed = PalaceSettings(synchronous="NORMAL")
+    with PalaceStore.open(palace_dir, "proj", relaxed) as normal:
+        assert normal.db.execute("PRAGMA synchronous").fetchone() == (1,)
+
+
 def test_open_missing_without_create(tmp_path):
     with pytest.raises(TrustyError) as err:
         PalaceStore.open(tmp_path / "nope", "nope", SETTINGS, create=False)

@@ -166,7 +166,7 @@ class PalaceStore(ReadStore):
         identity = palace_dir / IDENTITY_FILE
         if not identity.exists():
             write_atomic(identity, (description or "").encode())
-        synchronous = getattr(settings, "synchronous", "NORMAL")
+        synchronous = getattr(settings, "synchronous", "FULL")
         db = connect(palace_dir / DB_FILE, synchronous=synchronous)
         store = cls(palace_dir, name, settings, db, dim, meta.get("description"))
         store._load_state()
