@@ -17,7 +17,6 @@ it again from this home's files.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -95,8 +94,3 @@ class RemotePalaces:
             for service, host in sorted(self._hosts.items())
         }
         write_atomic(self.path, (json.dumps({"palaces": palaces}, indent=2) + "\n").encode())
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)  # the rename itself, durable
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)

@@ -33,7 +33,9 @@ def utc_now() -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` whole: a crash leaves the old file or the new one."""
+    """Replace ``path`` with ``data`` whole: a crash leaves the old file or the new one,
+    and once this returns the new one is on disk, its name included (the folder is synced
+    too: a power cut must not undo an acknowledged ``palace_create``)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -44,6 +46,16 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    sync_dir(path.parent)
+
+
+def sync_dir(directory: Path) -> None:
+    """Make the names in ``directory`` (a rename, a new file) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_json_atomic(path: Path, obj: dict) -> None:
