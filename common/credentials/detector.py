@@ -18,15 +18,16 @@ tests; each rule whose needle is present costs one regex scan (BENCHMARKS.md, "S
 
 from __future__ import annotations
 
+import base64
 import functools
-import importlib
 import itertools
+import json
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trusty_memory.common.credentials import markers, rules
+from trusty_memory.common.credentials import markers, rules, shipped
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,13 @@ class _Compiled:
 
 
 def _plugin_patterns(ref: str) -> list[re.Pattern[str]]:
-    """detect-secrets' compiled patterns for ``module.Class`` or ``module.Class[i]``."""
+    """detect-secrets' patterns for ``module.Class`` or ``module.Class[i]``, compiled from
+    the table of what it ships (``shipped.py``: the library itself is not imported)."""
     index = None
     if ref.endswith("]"):
         ref, _, rest = ref.partition("[")
         index = int(rest[:-1])
-    module_name, class_name = ref.rsplit(".", 1)
-    module = importlib.import_module(f"detect_secrets.plugins.{module_name}")
-    denylist = list(getattr(module, class_name).denylist)
+    denylist = [re.compile(pattern, flags) for pattern, flags in shipped.PATTERNS[ref]]
     return denylist if index is None else [denylist[index]]
 
 
@@ -465,10 +465,22 @@ def _key_block(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 
 def _jwt(value: str) -> bool:
-    from detect_secrets.plugins.jwt import JwtTokenDetector
-
-    parts = value.rstrip(".").split(".")
-    return len(parts) >= 2 and JwtTokenDetector.is_formally_valid(value.rstrip("."))
+    """A JSON Web Token's form (RFC 7519, section 7.2): parts of base64url, the first two
+    (the header and the claims) JSON; what detect-secrets' JWT plugin checks of a match."""
+    token = value.rstrip(".")
+    parts = token.split(".")
+    if len(parts) < 2:
+        return False
+    for i, part in enumerate(parts):
+        if len(part) % 4 == 1:  # no base64 text has that length
+            return False
+        try:
+            raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+            if i < 2:
+                json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return False
+    return True
 
 
 def _tokens(text: str, present: set[str]) -> list[Found]:

@@ -5,7 +5,8 @@ Two kinds of row:
 * ``TOKENS`` - formats a provider fixes (a prefix, a length, an alphabet). Where
   detect-secrets has the format, the row names its plugin's pattern (``plugin``:
   ``module.Class`` or ``module.Class[i]`` under ``detect_secrets.plugins``), which
-  ``detector.py`` compiles as the library ships it; only the formats it lacks carry a
+  ``detector.py`` compiles as the library ships it (kept in ``shipped.py``, so that the
+  library and its HTTP stack stay out of the workers); only the formats it lacks carry a
   pattern here, with the URL of the provider's documentation of that format.
 * ``ASSIGNMENTS`` - a value next to a key-like name (``password=``, ``"api_key": "..."``,
   ``secret: ...``, ``the password is ...``): the name words, and what the value must look

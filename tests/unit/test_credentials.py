@@ -24,7 +24,7 @@ from bench.secret_detection import quality
 from tests.unit.test_store import SETTINGS, fake_embed
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import load_config
-from trusty_memory.common.credentials import detector, markers
+from trusty_memory.common.credentials import detector, markers, rules, shipped
 from trusty_memory.common.credentials import redactor as r
 from trusty_memory.workers import scrub as palace_scrub
 from trusty_memory.workers.store import bulk
@@ -125,6 +125,61 @@ def test_a_triple_object_is_read_as_the_value_of_its_predicate():
 
 
 # -- markers and the key ---------------------------------------------------------------------
+
+
+def test_the_shipped_patterns_are_what_detect_secrets_ships():
+    """``shipped.py`` is detect-secrets' denylists as the installed version has them; on a
+    mismatch the message is the table to paste there."""
+    import importlib
+    import re
+
+    wanted = {}
+    for ref in shipped.PATTERNS:
+        module, cls = ref.rsplit(".", 1)
+        plugin = importlib.import_module(f"detect_secrets.plugins.{module}")
+        wanted[ref] = tuple(
+            (pattern.pattern, pattern.flags & ~re.UNICODE)
+            for pattern in getattr(plugin, cls).denylist
+        )
+    assert wanted == shipped.PATTERNS, "\n".join(f"{k!r}: {v!r}," for k, v in wanted.items())
+    named = {r.plugin.split("[")[0] for r in rules.TOKENS if r.plugin}
+    assert named == set(shipped.PATTERNS)
+
+
+def test_a_worker_never_imports_detect_secrets_or_an_http_stack():
+    """The detector, warmed as the worker template warms it, pulls in neither the library
+    nor ``requests``: about 200 modules that cost every forked worker memory."""
+    code = (
+        "import sys\n"
+        "from trusty_memory.common.credentials import detector\n"
+        "import trusty_memory.workers.palace_process\n"
+        "detector.warm()\n"
+        "assert detector.find('token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('detect_secrets', 'requests', 'urllib3', 'http', 'email', 'multiprocessing')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("token", "valid"),
+    [
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", True),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0", True),  # no signature part
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.", True),  # its dot kept
+        ("eyJhbGciOiJIUzI1NiJ9", False),  # one part
+        ("eyJub3QganNvbg.eyJzdWIiOiIxIn0.c2ln", False),  # header not JSON
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcde", False),  # a length base64 never has
+    ],
+)
+def test_a_jwt_is_recognised_by_its_form(token, valid):
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+
+    assert detector._jwt(token) is valid
+    stripped = token.rstrip(".")
+    assert (len(stripped.split(".")) >= 2 and JwtTokenDetector.is_formally_valid(stripped)) is valid
 
 
 def test_redaction_replaces_each_secret_by_a_keyed_marker_and_is_idempotent():
