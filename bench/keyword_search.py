@@ -33,7 +33,7 @@ from trusty_memory.common import protocol as p
 from trusty_memory.common.config import load_config
 from trusty_memory.workers.store import search
 
-SETS = ("eng", "history")
+SETS = tuple(replay.NOTE_SETS)  # eng, eng7, eng99, history, bursts
 KS = (1, 5, 20)
 
 
