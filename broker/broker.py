@@ -451,7 +451,10 @@ class Broker:
             self.to_worker(identity, p.W_DISCONNECT)
             return
         if ready.remote and ready.role == "writer":
-            self.remote_palaces.record(ready.service, ready.host or "unknown")
+            try:
+                self.remote_palaces.record(ready.service, ready.host or "unknown")
+            except OSError as exc:  # kept in memory still: this run never spawns for it
+                self.log.error("remote palace not saved", service=ready.service, error=str(exc))
             for child in self.supervisor.slots(ready.service):  # local readers: not here
                 if child.running:
                     child.stopping = True
