@@ -166,6 +166,7 @@ class RawServe:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+        self.close_stdin()  # closed here, not by the collector (which warns of the pipe)
 
 
 @pytest.fixture
