@@ -28,14 +28,13 @@ neighbouring pair of it "not a conversation".
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eng_notes_data import write_or_check
+from eng_notes_data import dumps, write_or_check
 
 SEED = 20261130
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "burst_notes.json"
@@ -1072,10 +1071,6 @@ def generate(seed: int = SEED) -> dict:
     sources = {b["key"]: b["sources"] for b in BURSTS}
     return {"name": "burst-notes", "seed": seed, "sources": sources, "drawers": drawers,
             "questions": questions}  # fmt: skip
-
-
-def dumps(data: dict) -> str:
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eng_notes_data import write_or_check
+from eng_notes_data import dumps, write_or_check
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -110,10 +110,6 @@ def generate(rev: str) -> dict:
         if missing:
             raise SystemExit(f"{q['id']}: gold {missing} is not a note of {rev[:12]}")
     return {"name": "project-history", "rev": rev, "drawers": drawers, "questions": questions}
-
-
-def dumps(data: dict) -> str:
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

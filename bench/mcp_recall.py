@@ -44,16 +44,13 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import replay
+from eng_notes import recall_at
 from locomo import Daemon
 
 TOOLS = {"plain": "memory_recall", "deep": "memory_recall_deep"}
 VARIANTS = {"on": "", "off": "[palace]\ncontext_vectors = false\n"}
 NOTE_SETS = tuple(replay.NOTE_SETS)
 KS = (1, 5, 10)
-
-
-def recall_at(gold: list[str], ranked: list[str], k: int) -> float:
-    return sum(1 for g in gold if g in ranked[:k]) / len(gold)
 
 
 def first_rank(gold: list[str], ranked: list[str]) -> int:

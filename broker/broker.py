@@ -349,8 +349,7 @@ class Broker:
                 p.ErrorCode.INVALID_PARAMS,
                 f"palace_forget_remote: palace {name} is not served by a remote worker",
             )
-        current = self.services.get(service)
-        if current is not None and any(w.remote for w in current.workers):
+        if self.remote_connected(service):
             raise p.TrustyError(
                 p.ErrorCode.INVALID_PARAMS,
                 f"palace_forget_remote: a remote worker on {host} serves palace {name} now:"
@@ -360,6 +359,11 @@ class Broker:
         local = self.palaces.exists(name)
         self.log.warning("remote palace forgotten", palace=name, host=host, local_copy=local)
         return {"palace": name, "host": host, "local_copy": local}
+
+    def remote_connected(self, service: str) -> bool:
+        """Whether a remote worker serves ``service`` now (registered, not yet gone)."""
+        current = self.services.get(service)
+        return current is not None and any(w.remote for w in current.workers)
 
     def check_open(self, name: str) -> str:
         """``name`` if it is a palace that serves requests; else ``PALACE_NOT_FOUND``."""
@@ -604,7 +608,7 @@ class Broker:
     def timeout(self, pending: Pending, service: str) -> None:
         message = f"{pending.method}: timed out waiting for {service}"
         host = self.remote_palaces.get(service)
-        if host is not None and not any(s.remote for s in self.service(service).workers):
+        if host is not None and not self.remote_connected(service):
             message += f" (served by a remote worker on {host}, not connected)"
         self.answer(pending, p.error_response(pending.rid, p.ErrorCode.TIMEOUT, message))
 

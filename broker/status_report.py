@@ -83,9 +83,10 @@ def remote_palaces(broker: Broker) -> dict[str, dict]:
     prefix = len(p.PALACE_SERVICE_PREFIX)
     out = {}
     for service in broker.remote_palaces:
-        current = broker.services.get(service)
-        connected = current is not None and any(w.remote for w in current.workers)
-        out[service[prefix:]] = {"host": broker.remote_palaces.get(service), "connected": connected}
+        out[service[prefix:]] = {
+            "host": broker.remote_palaces.get(service),
+            "connected": broker.remote_connected(service),
+        }
     return out
 
 

@@ -57,6 +57,7 @@ import pytest
 import yaml
 
 from tests.conftest import _short_tmp
+from tests.conftest import wait_until as _wait_until
 from tests.engine.test_small_install import HEAVY
 from tests.engine.test_tcp import cli, free_port, serve_session
 from tests.mcp.conftest import tool_json
@@ -89,6 +90,9 @@ FIGURES: dict[str, object] = {}
 MODEL_STAGE: list[str] = []  # the build's `model` stage image (a tag of ours)
 CLASSIC = {**os.environ, "DOCKER_BUILDKIT": "0", "COMPOSE_DOCKER_CLI_BUILD": "0"}
 
+# Docker's commands are slow to ask: every half second is often enough.
+wait_until = functools.partial(_wait_until, interval=0.5)
+
 
 def docker(
     *args: str, timeout: float = 120, check: bool = True, **kw
@@ -108,16 +112,6 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
         "p50_ms": round(statistics.median(ms), 2),
         "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2),
     }
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 @pytest.fixture(scope="module", autouse=True)
