@@ -50,7 +50,7 @@ from trusty_memory.broker.records import Closing, Pending, Service, WorkerRec
 from trusty_memory.broker.remote_palaces import FILE_NAME as REMOTE_PALACES_FILE
 from trusty_memory.broker.remote_palaces import RemotePalaces
 from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
-from trusty_memory.common import __version__, transport
+from trusty_memory.common import __version__, palace_dir, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config, worker_budget
 from trusty_memory.common.names import validate_palace_name
@@ -320,7 +320,7 @@ class Broker:
                 self, self.check_open(validate_palace_name(params.name)), params.readers
             )
         if req.method == "palace_restore":
-            self.check_free(params.new_name or params.name)
+            self.check_free(params.new_name or params.name, req.method)
             return self.palaces.restore(params.name, params.entry, params.new_name)
         if req.method == "palace_forget_remote":
             return self.forget_remote(validate_palace_name(params.name))
@@ -381,10 +381,10 @@ class Broker:
         service = p.palace_service(palace)
         return service in self.remote_palaces or not self.config.broker.local_workers
 
-    def check_free(self, name: str) -> None:
+    def check_free(self, name: str, method: str) -> None:
         """Refuse to move a palace to ``name`` when a palace has it, its directory is in
-        the way, or a rename under way is about to give it."""
-        self.check_not_reserved(validate_palace_name(name))
+        the way, a rename under way is about to give it, or it holds a credential."""
+        self.check_not_reserved(palace_dir.check_new_name(self.config, method, name))
         self.check_not_remote(name)
         self.palaces.check_free(name)
 

@@ -39,7 +39,7 @@ def close_palace(broker: Broker, client: bytes, req: p.Request) -> None:
             raise p.TrustyError(
                 p.ErrorCode.INVALID_PARAMS, f"palace_rename: {name} is already its name"
             )
-        broker.check_free(params.new_name)
+        broker.check_free(params.new_name, req.method)
     closing = Closing(name, req.method, params, client, req.id)
     broker.closing[name] = closing
     service_name = p.palace_service(name)

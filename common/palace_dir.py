@@ -20,6 +20,8 @@ from pathlib import Path
 
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
+from trusty_memory.common.credentials.fields import FieldGuard
+from trusty_memory.common.credentials.redactor import Redactor, home_key
 from trusty_memory.common.names import validate_palace_name
 
 DB_FILE = "palace.sqlite3"  # drawers, vectors, triples, the change log: the truth
@@ -80,9 +82,25 @@ def exists(config: Config, name: str) -> bool:
     return (config.palace_dir(name) / META_FILE).is_file()
 
 
-def create(config: Config, name: str, description: str | None) -> dict:
-    """Make palace ``name``'s directory and ``palace.json``; PALACE_EXISTS if it is there."""
+def fields_guard(config: Config, method: str) -> FieldGuard:
+    """``[privacy] secrets`` over the strings a palace's own file keeps (its name and
+    description), as a palace worker applies it to drawers (``common/credentials``)."""
+    return FieldGuard(config.privacy.secrets, lambda: Redactor(home_key(config.home)), method)
+
+
+def check_new_name(config: Config, method: str, name: str) -> str:
+    """A name a palace is about to take (create, rename, restore): safe for the disk, and
+    no credential (``ghp_...`` is a valid name, and a name is shown and kept everywhere)."""
     validate_palace_name(name)
+    fields_guard(config, method).identifier("name", name, p.ErrorCode.INVALID_PALACE_NAME)
+    return name
+
+
+def create(config: Config, name: str, description: str | None) -> dict:
+    """Make palace ``name``'s directory and ``palace.json``; PALACE_EXISTS if it is there.
+    A description that holds a credential is kept redacted (or refused) by the mode."""
+    check_new_name(config, "palace_create", name)
+    description = fields_guard(config, "palace_create").maybe("description", description)
     if exists(config, name):
         raise p.TrustyError(p.ErrorCode.PALACE_EXISTS, f"palace already exists: {name}")
     directory = config.palace_dir(name)

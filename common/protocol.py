@@ -754,10 +754,11 @@ class ScrubResult(msgspec.Struct, kw_only=True):
     palace: str
     applied: bool
     found: dict[str, int]  # credentials by kind
-    drawers: int  # live drawers holding one (text, tags, metadata or context words)
+    drawers: int  # live drawers holding one (text, room, tags, metadata, context words)
     archived: int  # archive entries holding one
     triples: int  # knowledge-graph triples holding one
     reembedded: int = 0  # drawers and archive entries given a vector of their new text
+    palace_files: list[str] = []  # the palace's own files whose description held one
 
 
 # Methods, by who answers them.

@@ -1,9 +1,10 @@
 """``palace_scrub``: the credentials a palace already holds, found, and with ``apply`` gone.
 
 Older versions stored what agents wrote in clear, and ``[privacy] secrets = "keep"``
-still does. A scrub reads everything a palace keeps text in: live drawers (text, tags,
-metadata, context words), the archive (pruned, merged and updated versions) and the
-knowledge graph. Without ``apply`` it only counts, by kind. With it, in one transaction:
+still does. A scrub reads every string a palace keeps: live drawers (text, room,
+tags, metadata keys and values, context words), the archive (pruned, merged and updated
+versions), the knowledge graph, and the description in ``palace.json`` and
+``identity.txt``. Without ``apply`` it only counts, by kind. With it, in one transaction:
 
 * a live drawer that held a secret is written again under its id with the redacted text
   and a vector of that text (a new row, so the vector index and every reader follow the
@@ -11,6 +12,9 @@ knowledge graph. Without ``apply`` it only counts, by kind. With it, in one tran
   its own vector rather than the mix made with the clear predecessor;
 * archive entries and triples are redacted in place (the archive keeps a vector of the
   redacted text too).
+
+The description is then written again (``palace.json`` atomically, keeping the broker's
+other keys).
 
 Then the writer reopens the palace and rebuilds its vector index from SQLite, whose
 snapshot replaces the old one (which held the old vectors), and ``compact`` leaves no
@@ -34,13 +38,22 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trusty_memory.common import protocol as p
+from trusty_memory.common.credentials.fields import map_tree
 from trusty_memory.common.credentials.redactor import Redactor
 from trusty_memory.common.logs import get_logger
+from trusty_memory.common.palace_dir import (
+    IDENTITY_FILE,
+    META_FILE,
+    read_meta,
+    write_atomic,
+    write_json_atomic,
+)
 from trusty_memory.workers.store import rows
 
 log = get_logger(__name__)
@@ -65,6 +78,7 @@ class _Change:
     context: str | None = None
     context_changed: bool = False
     own_vector: bool = False  # the row keeps a separate own vector (its ``vector`` is a mix)
+    room: str | None = None
 
 
 @dataclass
@@ -74,6 +88,7 @@ class _Scan:
     drawers: dict[int, _Change] = field(default_factory=dict)
     archive: dict[str, _Change] = field(default_factory=dict)
     triples: dict[int, dict[str, str]] = field(default_factory=dict)
+    palace_file: dict[str, str] = field(default_factory=dict)  # palace.json fields -> redacted
 
 
 def run(
@@ -87,6 +102,7 @@ def run(
     _scan_rows(conn, redactor, scan, "archive")
     _scan_triples(conn, redactor, scan)
     _scan_contexts(conn, redactor, scan, predecessor_words)
+    _scan_palace_files(store.palace_dir, redactor, scan)
     result = p.ScrubResult(
         palace=store.name,
         applied=bool(params.apply),
@@ -94,12 +110,14 @@ def run(
         drawers=len(scan.drawers),
         archived=len(scan.archive),
         triples=len(scan.triples),
+        palace_files=sorted(scan.palace_file),
     )
     changed = bool(scan.drawers or scan.archive or scan.triples)
-    if params.apply and changed:
-        result.reembedded = _apply(store, scan, embed)
+    if params.apply and (changed or scan.palace_file):
+        result.reembedded = _apply(store, scan, embed) if changed else 0
+        _apply_palace_files(store.palace_dir, scan)
         log.info("palace scrubbed", palace=store.name, found=result.found)
-    return result, changed
+    return result, changed or bool(scan.palace_file)
 
 
 # -- finding ------------------------------------------------------------------------------
@@ -115,25 +133,18 @@ def _redact(redactor: Redactor, scan: _Scan, text: str, name: str | None = None)
     return done.text
 
 
-def _redact_tree(redactor: Redactor, scan: _Scan, value: Any) -> tuple[Any, bool]:
-    if isinstance(value, str):
-        new = _redact(redactor, scan, value)
-        return (value, False) if new is None else (new, True)
-    if isinstance(value, dict):
-        out, changed = {}, False
-        for k, v in value.items():
-            out[k], c = _redact_tree(redactor, scan, v)
-            changed |= c
-        return out, changed
-    if isinstance(value, list):
-        items = [_redact_tree(redactor, scan, v) for v in value]
-        return [v for v, _ in items], any(c for _, c in items)
-    return value, False
+def _replace(redactor: Redactor, scan: _Scan):
+    """``_redact`` as ``map_tree`` calls it (a metadata value read as its key's value)."""
+
+    def replace(where: str, text: str, name: str | None) -> str | None:
+        return _redact(redactor, scan, text, name)
+
+    return replace
 
 
 def _scan_rows(conn, redactor: Redactor, scan: _Scan, table: str) -> dict[int, set[str]]:
-    """Text, tags and metadata of ``drawers`` or ``archive``. For drawers, returns the
-    secret words of each drawer's predecessor by label (for its context words)."""
+    """Text, room, tags and metadata of ``drawers`` or ``archive``. For drawers, returns
+    the secret words of each drawer's predecessor by label (for its context words)."""
     key = "label" if table == "drawers" else "seq"
     ident = "label" if table == "drawers" else "id"
     after: Any = 0
@@ -141,25 +152,27 @@ def _scan_rows(conn, redactor: Redactor, scan: _Scan, table: str) -> dict[int, s
     predecessor_words: dict[int, set[str]] = {}
     while True:
         rows = conn.execute(
-            f"SELECT {key}, {ident}, content, tags, metadata, own_vector IS NOT NULL"
+            f"SELECT {key}, {ident}, content, room, tags, metadata, own_vector IS NOT NULL"
             f" FROM {table} WHERE {key} > ? ORDER BY {key} LIMIT ?",
             (after, CHUNK),
         ).fetchall()
         if not rows:
             return predecessor_words
-        for _, rid, content, tags, metadata, mixed in rows:
+        for _, rid, content, room, tags, metadata, mixed in rows:
             if before_words:
                 predecessor_words[rid] = before_words
             seen = len(scan.secrets)
             change = _Change(rid, own_vector=bool(mixed))
             change.content = _redact(redactor, scan, content)
+            change.room = _redact(redactor, scan, room)
             old_tags = json.loads(tags)
             new_tags = [_redact(redactor, scan, t) for t in old_tags]
             if any(t is not None for t in new_tags):
                 change.tags = [n or t for n, t in zip(new_tags, old_tags, strict=True)]
             if metadata is not None:
-                tree, changed = _redact_tree(redactor, scan, json.loads(metadata))
-                if changed:
+                before = len(scan.secrets)
+                tree = map_tree(_replace(redactor, scan), "metadata", json.loads(metadata))
+                if len(scan.secrets) > before:
                     change.metadata, change.metadata_changed = json.dumps(tree), True
             if len(scan.secrets) > seen:
                 (scan.drawers if table == "drawers" else scan.archive)[rid] = change
@@ -233,7 +246,35 @@ def _scan_contexts(conn, redactor: Redactor, scan: _Scan, predecessor: dict) -> 
             after = rows[-1][0]
 
 
+def _scan_palace_files(palace_dir: Path, redactor: Redactor, scan: _Scan) -> None:
+    """The palace's description, in ``palace.json`` and ``identity.txt`` (the broker and
+    the writer keep it outside SQLite)."""
+    meta = read_meta(palace_dir) or {}
+    description = meta.get("description")
+    if isinstance(description, str):
+        new = _redact(redactor, scan, description)
+        if new is not None:
+            scan.palace_file[META_FILE] = new
+    identity = palace_dir / IDENTITY_FILE
+    if identity.is_file():
+        new = _redact(redactor, scan, identity.read_text(errors="replace"))
+        if new is not None:
+            scan.palace_file[IDENTITY_FILE] = new
+
+
 # -- applying -----------------------------------------------------------------------------
+
+
+def _apply_palace_files(palace_dir: Path, scan: _Scan) -> None:
+    """Rewrite the description where it held a secret. ``palace.json`` is the broker's,
+    read and written whole: read again here just before writing, so a key the broker set
+    a moment ago (``readers``) is kept."""
+    if META_FILE in scan.palace_file:
+        meta = read_meta(palace_dir) or {}
+        meta["description"] = scan.palace_file[META_FILE]
+        write_json_atomic(palace_dir / META_FILE, meta)
+    if IDENTITY_FILE in scan.palace_file:
+        write_atomic(palace_dir / IDENTITY_FILE, scan.palace_file[IDENTITY_FILE].encode())
 
 
 def _vectors(embed: Embed, texts: list[str], dim: int) -> list[bytes]:
@@ -284,6 +325,8 @@ def _rewrite_drawer(conn, change: _Change, vector: bytes | None) -> None:
     (row,) = rows.where(conn, "label = ?", [change.key])
     if change.content is not None:
         row.content = change.content
+    if change.room is not None:
+        row.room = change.room
     if change.tags is not None:
         row.tags = change.tags
     if change.metadata_changed:
@@ -300,6 +343,8 @@ def _rewrite_drawer(conn, change: _Change, vector: bytes | None) -> None:
 
 def _rewrite_archived(conn, change: _Change, vector: bytes | None) -> None:
     sets: dict[str, Any] = {}
+    if change.room is not None:
+        sets["room"] = change.room
     if change.content is not None:
         sets["content"] = change.content
         sets["content_hash"] = hashlib.sha256(change.content.encode()).hexdigest()

@@ -7,11 +7,15 @@ a vector, so neither SQLite, its full-text index, the archive, an export nor a v
 holds a secret this process was given.
 
 * Writes (remember, update, import, KG facts): ``redact`` replaces each credential by
-  its marker (``common/credentials``) in the text, ``embed_text``, tags, metadata values,
-  context words and triple fields; ``refuse`` fails the request with ``INVALID_PARAMS``
-  naming the field, the kind and where, before anything is stored; ``keep`` does nothing.
-* Lookups (recall and search queries, KG subjects): redacted alike in both modes, so a
-  question that holds a secret finds the notes that held it, by its marker.
+  its marker (``common/credentials/fields.py``) in every string the request would keep:
+  the text, ``embed_text``, room, tags, metadata keys and values (a value read as the
+  value of its key), context words and triple fields; ``refuse`` fails the request with
+  ``INVALID_PARAMS`` naming the field, the kind and where, before anything is stored; a
+  drawer id that holds one is refused in both modes (an id cannot be redacted and still
+  name the drawer); ``keep`` does nothing.
+* Lookups (recall and search queries, their room and tag filters, KG subjects): redacted
+  alike in both modes, so a question that holds a secret finds the notes that held it,
+  by its marker.
 * Imports that bring vectors: a drawer whose text (or whose predecessor's, for a context
   mix) was redacted loses its vector, which was made of clear text; the worker embeds the
   redacted text instead.
@@ -30,6 +34,7 @@ import msgspec
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
 from trusty_memory.common.credentials import redactor as r
+from trusty_memory.common.credentials.fields import FieldGuard, map_tree
 
 
 class SecretGuard:
@@ -69,7 +74,7 @@ class SecretGuard:
             return
         write = _WRITES.get(method)
         if write is not None:
-            fields = _Fields(self, method)
+            fields = FieldGuard(self.mode, lambda: self.redactor, method)
             write(fields, params)
             if fields.count:
                 self._counts[id(params)] = fields.count
@@ -93,7 +98,7 @@ class SecretGuard:
         for d in page.drawers:
             text = red.redact(d.content)
             tags = [red.redact(t).text for t in d.tags]
-            metadata = _redact_tree(red, d.metadata)
+            metadata = map_tree(_export_replace(red), "metadata", d.metadata)
             context = _clean_context(red, d.context, words)
             own_changed = text.count > 0
             if own_changed:
@@ -101,6 +106,8 @@ class SecretGuard:
             elif context != d.context and d.own_vector is not None:
                 # The mix carried the predecessor's clear text: keep the drawer's own vector.
                 d.vector, d.own_vector = d.own_vector, None
+            d.room = red.redact(d.room).text
+            d.drawer_id = red.redact(d.drawer_id).text
             d.tags, d.metadata, d.context = tags, metadata, context
             words = _secret_words(text.secrets)
         for t in page.triples:
@@ -112,63 +119,22 @@ class SecretGuard:
         return page
 
 
-class _Fields:
-    """The fields of one write request as they are redacted (or refused), and the count."""
-
-    def __init__(self, guard: SecretGuard, method: str) -> None:
-        self.guard = guard
-        self.method = method
-        self.count = 0
-        self.secrets: list[str] = []
-
-    def text(self, where: str, value: str, name: str | None = None) -> str:
-        done = self.guard.redactor.redact(value, name)
-        if not done.count:
-            return value
-        if self.guard.mode == r.REFUSE:
-            many = "a secret" if done.count == 1 else f"{done.count} secrets"
-            raise p.TrustyError(
-                p.ErrorCode.INVALID_PARAMS,
-                f"{self.method}: '{where}' holds {many} ({r.where(value, done.found)});"
-                ' nothing was stored ([privacy] secrets = "refuse")',
-            )
-        self.count += done.count
-        self.secrets += done.secrets
-        return done.text
-
-    def maybe(self, where: str, value: str | None, name: str | None = None) -> str | None:
-        return self.text(where, value, name) if isinstance(value, str) else value
-
-    def tags(self, where: str, values: list[str] | None) -> list[str] | None:
-        if values is None:
-            return None
-        return [self.text(f"{where}[{i}]", t) if isinstance(t, str) else t
-                for i, t in enumerate(values)]  # fmt: skip
-
-    def tree(self, where: str, value: Any) -> Any:
-        """Every string in a metadata value (keys stay: they are names)."""
-        if isinstance(value, str):
-            return self.text(where, value)
-        if isinstance(value, dict):
-            return {k: self.tree(f"{where}.{k}", v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.tree(f"{where}[{i}]", v) for i, v in enumerate(value)]
-        return value
-
-
-def _remember(f: _Fields, params: p.RememberParams) -> None:
+def _remember(f: FieldGuard, params: p.RememberParams) -> None:
+    f.identifier("drawer_id", params.drawer_id)
     params.text = f.text("text", params.text)
     params.embed_text = f.maybe("embed_text", params.embed_text)
+    params.room = f.maybe("room", params.room)
     params.tags = f.tags("tags", params.tags) or []
     params.metadata = f.tree("metadata", params.metadata)
 
 
-def _update(f: _Fields, params: p.UpdateParams) -> None:
+def _update(f: FieldGuard, params: p.UpdateParams) -> None:
     params.text = f.maybe("text", params.text)
+    params.room = f.maybe("room", params.room)
     params.tags = f.tags("tags", params.tags)
 
 
-def _triple(f: _Fields, where: str, triple: Any) -> None:
+def _triple(f: FieldGuard, where: str, triple: Any) -> None:
     """A fact's fields; its object read as the value of its predicate (``db password X``)."""
     predicate = triple.predicate
     triple.subject = f.maybe(f"{where}subject", triple.subject)
@@ -177,20 +143,22 @@ def _triple(f: _Fields, where: str, triple: Any) -> None:
     triple.provenance = f.maybe(f"{where}provenance", triple.provenance)
 
 
-def _kg_assert(f: _Fields, params: p.KgAssertParams) -> None:
+def _kg_assert(f: FieldGuard, params: p.KgAssertParams) -> None:
     _triple(f, "", params)
 
 
-def _import(f: _Fields, params: p.ImportParams) -> None:
+def _import(f: FieldGuard, params: p.ImportParams) -> None:
     """Drawers and triples of one batch. A drawer whose text changed is embedded again;
     so is one that follows it in the batch with the context words an export gave it (its
     mix, and its words, came from the clear text): it gets both by the palace's own rule."""
     before_changed = False
     for i, d in enumerate(params.drawers):
         where = f"drawers[{i}]"
+        f.identifier(f"{where}.drawer_id", d.drawer_id)
         seen = len(f.secrets)
         d.content = f.text(f"{where}.content", d.content)
         changed = len(f.secrets) > seen
+        d.room = f.maybe(f"{where}.room", d.room)
         d.tags = f.tags(f"{where}.tags", d.tags) or []
         d.metadata = f.tree(f"{where}.metadata", d.metadata)
         context_dirty = False
@@ -208,7 +176,7 @@ def _import(f: _Fields, params: p.ImportParams) -> None:
         _triple(f, f"triples[{i}].", t)
 
 
-_WRITES: dict[str, Callable[[_Fields, Any], None]] = {
+_WRITES: dict[str, Callable[[FieldGuard, Any], None]] = {
     "memory_remember": _remember,
     "memory_update": _update,
     "kg_assert": _kg_assert,
@@ -216,9 +184,10 @@ _WRITES: dict[str, Callable[[_Fields, Any], None]] = {
 }
 # Params that find stored things by their text: redacted as the stored text was.
 _LOOKUPS: dict[str, tuple[str, ...]] = {
-    "memory_recall": ("query",),
-    "memory_recall_deep": ("query",),
-    "memory_search": ("query",),
+    "memory_recall": ("query", "room", "tag"),
+    "memory_recall_deep": ("query", "room", "tag"),
+    "memory_search": ("query", "room", "tag"),
+    "memory_list": ("room", "tag"),
     "kg_query": ("subject",),
     "kg_history": ("subject", "predicate"),
     "kg_invalidate": ("subject", "predicate", "object"),
@@ -258,11 +227,9 @@ def _predecessor_content(store: Any, first: p.ExportDrawer) -> str | None:
     return None if row is None else row[0]
 
 
-def _redact_tree(red: r.Redactor, value: Any) -> Any:
-    if isinstance(value, str):
-        return red.redact(value).text
-    if isinstance(value, dict):
-        return {k: _redact_tree(red, v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_tree(red, v) for v in value]
-    return value
+def _export_replace(red: r.Redactor) -> Callable[[str, str, str | None], str | None]:
+    def replace(where: str, text: str, name: str | None) -> str | None:
+        done = red.redact(text, name)
+        return done.text if done.count else None
+
+    return replace

@@ -20,6 +20,8 @@ def _line(result: dict) -> str:
     places = (
         f"{result['drawers']} drawers, {result['archived']} archived, {result['triples']} facts"
     )
+    if result.get("palace_files"):
+        places += " and the description (" + ", ".join(result["palace_files"]) + ")"
     if result["applied"]:
         return (
             f"{result['palace']}: redacted {sum(found.values())} credentials ({kinds}) in"
