@@ -264,6 +264,10 @@ class RecallParams(msgspec.Struct, kw_only=True):
     top_k: int = 10
     room: str | None = None
     tag: str | None = None
+    # Whether each hit counts as recalled (raising its importance at the next decay). An
+    # agent's or the CLI's own recall does; a person looking through the web page does
+    # not, or looking would change what agents are given.
+    count: bool = True
 
 
 class ListParams(msgspec.Struct, kw_only=True):

@@ -184,7 +184,9 @@ async def _recall(client: AsyncClient, palace: str, query: Query, *, deep: bool)
     key = "deep" if deep else "recall"
     column = Column(key=key, title="Deep recall" if deep else "Recall")
     page = _page_number(query.pages.get(key))
-    params = {"query": query.text, "top_k": PAGE_SIZE * page, "room": query.room, "tag": query.tag}
+    # A person looking is no recall: the hits' recall counts (importance) stay as they are.
+    params = {"query": query.text, "top_k": PAGE_SIZE * page, "room": query.room, "tag": query.tag,
+              "count": False}  # fmt: skip
     method = "memory_recall_deep" if deep else "memory_recall"
     result = p.convert(await client.call(method, params, palace=palace), p.RecallResult)
     hits = [

@@ -260,6 +260,7 @@ class PalaceWorker(Worker):
                 room=params.room,
                 tag=params.tag,
                 deep=method == "memory_recall_deep",
+                count=params.count,
             )
             return p.RecallResult(palace=self.palace, query=params.query, results=hits)
         handler = self.handlers.get(method)

@@ -93,8 +93,10 @@ class ReadStore(PalaceState):
         room: str | None = None,
         tag: str | None = None,
         deep: bool = False,
+        count: bool = True,
     ) -> list[RecallHit]:
-        """The ``top_k`` drawers most relevant to the query, best first (see module doc)."""
+        """The ``top_k`` drawers most relevant to the query, best first (see module doc);
+        with ``count`` each hit adds one to its drawer's recall count."""
         top_k = v.check_top_k(top_k, self.settings.max_top_k)
         query = v.unit_vector(query_vec, self.dim, "query_vec")
         self.load_index()  # first: a reader's load may catch its filters up
@@ -105,7 +107,7 @@ class ReadStore(PalaceState):
             ranked = retrieval.deep(self, query_text, query, top_k, allowed, room, tag)
         else:
             ranked = self._shallow(query_text, query, top_k, allowed)
-        return self._hits(ranked)
+        return self._hits(ranked, count)
 
     def _shallow(
         self, query_text: str, query: np.ndarray, top_k: int, allowed: set[int] | None
@@ -133,8 +135,8 @@ class ReadStore(PalaceState):
         ranked = sorted(found.items(), key=lambda item: -item[1][0])[:top_k]
         return [(label, score, layer) for label, (score, layer) in ranked]
 
-    def _hits(self, ranked: list[tuple[int, float, int]]) -> list[RecallHit]:
-        """Fetch the ranked drawers in one query and count a hit for each."""
+    def _hits(self, ranked: list[tuple[int, float, int]], count: bool = True) -> list[RecallHit]:
+        """Fetch the ranked drawers in one query and (with ``count``) count a hit for each."""
         if not ranked:
             return []
         rows = {
@@ -150,7 +152,8 @@ class ReadStore(PalaceState):
             row = rows.get(label)
             if row is None:
                 continue
-            self._pending_hits[label] += 1
+            if count:
+                self._pending_hits[label] += 1
             hits.append(
                 RecallHit(
                     drawer_id=row[1],
