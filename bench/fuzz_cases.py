@@ -58,6 +58,14 @@ ODD_STRINGS = (
     "\u2028line\u2029separators",
     "\U0010ffff",
     "\x1b[31mansi",
+    # Stored text that would drive a terminal if shown raw: the clipboard (OSC 52), the
+    # screen, a link, the window title, a carriage return over what came before.
+    "\x1b]52;c;cm0gLXJmIH4=\x07clip",
+    "\x1b[2J\x1b[Hcleared",
+    "\x1b]8;;https://example.invalid\x1b\\link\x1b]8;;\x1b\\",
+    "\x1b]0;owned\x07title",
+    "ok\rforged",
+    "\x9b31mc1-csi",
     "日本語のテキスト",
 )
 # Byte sequences that are not UTF-8: overlong, an encoded surrogate, cut multi-byte, 0xff.
@@ -167,7 +175,19 @@ def clear_error_tool_cases() -> list[tuple[str, str, dict[str, Any], list[str]]]
     for field in ("subject", "predicate", "object", "provenance"):
         cases.append((f"bounds:kg_assert.{field}", "kg_assert", {**kg, field: MB},
                       [_too_big(field, 2**20, 4096, "max_kg_field_bytes")]))  # fmt: skip
-    return cases + _surrogate_cases()
+    return cases + _secret_cases() + _surrogate_cases()
+
+
+def _secret_cases() -> list[tuple[str, str, dict[str, Any], list[str]]]:
+    """Credentials where no marker can stand: a palace name. Made at random in the
+    provider's format (fixed seed), as an agent would be handed one."""
+    rng = random.Random(36)
+    token = "ghp_" + "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789")
+                             for _ in range(36))  # fmt: skip
+    return [
+        ("secret:palace_create.name", "palace_create", {"name": token},
+         ["palace_create: 'name' holds a secret (github-token at characters 1-40)"]),
+    ]  # fmt: skip
 
 
 def clear_error_frame_cases() -> list[tuple[str, str, dict[str, Any], list[str]]]:

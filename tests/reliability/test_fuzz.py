@@ -34,7 +34,7 @@ def test_every_fixed_case_kind_was_sent(fuzz_run):
     kinds = set(fuzz_run["stdin"]["kinds"])
     assert {"wrong-type", "nesting", "unicode", "bad-utf8", "huge", "batch", "duplicate-id",
             "notification-with-id", "random-bytes", "truncated", "mutated",
-            "surrogate", "bounds", "invisible"} <= kinds  # fmt: skip
+            "surrogate", "bounds", "invisible", "secret"} <= kinds  # fmt: skip
     front = set(fuzz_run["broker_front"]["kinds"])
     assert {"nesting", "wrong-params", "envelope", "huge", "duplicate-id", "multipart",
             "edge-time", "bounds", "invisible"} <= front  # fmt: skip
