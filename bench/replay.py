@@ -1,6 +1,7 @@
 """Deep recall replayed in this process on every retrieval set: a quick loop for a ranking rule.
 
-    .venv/bin/python bench/replay.py --home DIR [--sets locomo,eng,eng7,eng99,history,bursts]
+    .venv/bin/python bench/replay.py --home DIR
+        [--sets locomo,eng,eng7,eng99,history,bursts,paraphrase]
         [--variants after,before,off] [--set retrieval.NAME=VALUE ...] [--out FILE]
         [--table]
 
@@ -18,11 +19,13 @@ the product only in what ranking never reads: no sockets, no L1 (deep recall has
 Sets: ``locomo`` (../shared/data/locomo10.json, 1,982 questions: turn R@1 / R@5 / R@10,
 strict session R@10, top-10 sessions R@10 as ``locomo.py`` counts them), ``eng`` (the
 committed engineering notes), ``eng7`` / ``eng99`` (the same generator, other seeds),
-``history`` (``history_notes_data.py``: this project's commit messages) and ``bursts``
+``history`` (``history_notes_data.py``: this project's commit messages), ``bursts``
 (``burst_notes_data.py``: notes written in bursts from public changelogs, decision records
-and incident write-ups); the last two had their questions written before any rule was
-judged on them, and are never to choose a rule with, only to check one: R@1 / R@5 / R@10,
-the share of a question's gold notes among the first k. Every set is asked twice, as
+and incident write-ups) and ``paraphrase`` (``paraphrase_notes_data.py``: standalone notes
+of five projects, asked about without their rare words); the last three had their
+questions written before any rule was judged on them, and are never to choose a rule with,
+only to check one: R@1 / R@5 / R@10, the share of a question's gold notes among the first
+k. Every set is asked twice, as
 ``memory_recall`` (``plain``) and as ``memory_recall_deep`` (``deep``).
 
 Variants (``--variants``), each a copy of the palaces the daemon wrote, read here:
@@ -61,6 +64,7 @@ import burst_notes_data
 import eng_notes_data
 import history_notes_data
 import locomo as lm
+import paraphrase_notes_data
 from locomo_data import LoadReport, load, score, turn_recall
 
 from trusty_memory.client.sync import Client
@@ -72,7 +76,8 @@ from trusty_memory.workers.store import schema as store_schema
 from trusty_memory.workers.store.index import prune_snapshots
 from trusty_memory.workers.store.read import ReadStore
 
-NOTE_SETS = {"eng": None, "eng7": 7, "eng99": 99, "history": "history", "bursts": "bursts"}
+NOTE_SETS = {"eng": None, "eng7": 7, "eng99": 99, "history": "history", "bursts": "bursts",
+             "paraphrase": "paraphrase"}  # fmt: skip
 ALL_SETS = ("locomo", *NOTE_SETS)
 VARIANTS = ("after", "before", "off")
 KS = (1, 5, 10)
@@ -87,6 +92,8 @@ def note_set(name: str) -> dict:
         return json.loads(history_notes_data.DEFAULT_OUT.read_text())
     if seed == "bursts":
         return json.loads(burst_notes_data.DEFAULT_OUT.read_text())
+    if seed == "paraphrase":
+        return json.loads(paraphrase_notes_data.DEFAULT_OUT.read_text())
     if seed is None:
         return json.loads(eng_notes_data.DEFAULT_OUT.read_text())
     return json.loads(eng_notes_data.dumps(eng_notes_data.generate(seed)))
