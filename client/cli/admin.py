@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trusty_memory.client.cli.output import output
+from trusty_memory.client.cli.human import visible
+from trusty_memory.client.cli.output import output, say
 from trusty_memory.client.cli.parser import actions, command
 from trusty_memory.common import __version__
 from trusty_memory.common.config import Config
@@ -316,6 +317,12 @@ def render_log_line(line: str) -> str:
     return text
 
 
+def shown_log_line(line: str) -> str:
+    """A log line for a terminal: rendered, with the controls its fields hold (a log
+    event may quote stored text or a request) shown, not obeyed."""
+    return visible(render_log_line(line), lines=True)
+
+
 # -- config show -----------------------------------------------------------------------
 
 
@@ -397,14 +404,14 @@ def cmd_logs(args) -> int:
     if args.json:
         print(json.dumps({"path": str(path), "lines": lines}, indent=2))
         return 0
-    render = render_log_line if sys.stdout.isatty() else None
+    render = shown_log_line if sys.stdout.isatty() else None
     for line in lines:
         print(render(line) if render else line)
     if args.follow:
         sys.stdout.flush()
         follow(path, sys.stdout, render=render)
     elif not path.exists():
-        print(f"(no log yet at {path})", file=sys.stderr)
+        say(f"(no log yet at {path})", file=sys.stderr)
     return 0
 
 

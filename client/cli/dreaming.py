@@ -4,8 +4,11 @@ or merged, and the versions updates replaced)."""
 
 from __future__ import annotations
 
+import sys
+from typing import TextIO, cast
+
 from trusty_memory.client.cli.human import clip
-from trusty_memory.client.cli.output import daemon_client, output
+from trusty_memory.client.cli.output import Shown, daemon_client, output
 from trusty_memory.client.cli.parser import actions, command, old_palace_option, palace_of
 
 
@@ -16,7 +19,8 @@ def cmd_dream(args) -> int:
 
     palace = palace_of(args, "--dry-run" if args.dry_run else "")
     config = load_config()
-    emit = progress.json_lines() if args.json else progress.text()
+    # The plan's reasons may quote a drawer's words: shown, never obeyed.
+    emit = progress.json_lines() if args.json else progress.text(cast(TextIO, Shown(sys.stdout)))
     reports = dream_once(config, [palace] if palace else None, dry_run=args.dry_run, emit=emit)
     if not args.json and any(r.decayed or r.archived for r in reports):
         print(decay_note(config.dreamer))

@@ -3,6 +3,7 @@ object, valid from/to): assert, query (now or ``--as-of``), history and invalida
 
 from __future__ import annotations
 
+from trusty_memory.client.cli.human import visible
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import actions, command
 
@@ -10,7 +11,7 @@ from trusty_memory.client.cli.parser import actions, command
 def cmd_kg_assert(args) -> int:
     kw = {"confidence": args.confidence, "provenance": args.provenance}
     data = daemon_client().kg_assert(args.palace, args.subject, args.predicate, args.object, **kw)
-    output(args, data, f"{data['status']}: {args.subject} {args.predicate} {args.object}")
+    output(args, data, f"{data['status']}: {fact(args.subject, args.predicate, args.object)}")
     return 0
 
 
@@ -19,7 +20,8 @@ def cmd_kg_query(args) -> int:
 
     result = daemon_client().kg_query(args.palace, args.subject, as_of=args.as_of)
     lines = [
-        f"{t.subject} {t.predicate} {t.object}  (since {t.valid_from}, confidence {t.confidence})"
+        f"{fact(t.subject, t.predicate, t.object)}  (since {t.valid_from},"
+        f" confidence {t.confidence})"
         for t in result.triples
     ]
     output(args, msgspec.to_builtins(result), "\n".join(lines) or "(no facts)")
@@ -31,7 +33,7 @@ def cmd_kg_history(args) -> int:
 
     result = daemon_client().kg_history(args.palace, args.subject, args.predicate)
     lines = [
-        f"{t.valid_from} .. {t.valid_to or 'now':20}  {t.subject} {t.predicate} {t.object}"
+        f"{t.valid_from} .. {t.valid_to or 'now':20}  {fact(t.subject, t.predicate, t.object)}"
         for t in result.triples
     ]
     output(args, msgspec.to_builtins(result), "\n".join(lines) or "(no facts)")
@@ -42,9 +44,16 @@ def cmd_kg_invalidate(args) -> int:
     import msgspec
 
     result = daemon_client().kg_invalidate(args.palace, args.subject, args.predicate, args.object)
-    text = f"invalidated: {result.subject} {result.predicate} {result.object} ({result.valid_to})"
+    text = f"invalidated: {fact(result.subject, result.predicate, result.object)}"
+    text += f" ({result.valid_to})"
     output(args, msgspec.to_builtins(result), text)
     return 0
+
+
+def fact(subject: str, predicate: str, obj: str | None) -> str:
+    """A fact on one line, each part :func:`visible` (a newline in a subject must not
+    start a line that reads as another fact)."""
+    return " ".join(visible(str(part)) for part in (subject, predicate, obj))
 
 
 def register(sub) -> None:

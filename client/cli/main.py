@@ -30,6 +30,8 @@ from trusty_memory.client.cli import (
     service,
     transfer,
 )
+from trusty_memory.client.cli.human import visible
+from trusty_memory.client.cli.output import say
 from trusty_memory.client.cli.parser import Parser
 
 GROUPS = (server, memory, palaces, kg, transfer, scrub, dreaming, admin, service, keys)
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps({"error": {"code": int(exc.code), "message": exc.message}}))
         else:
-            print(f"trusty-memory: error {int(exc.code)}: {exc.message}", file=sys.stderr)
+            say_error(exc)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -123,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def say_error(exc) -> None:
+    """An error for people, on one line: its message often quotes what was typed or
+    stored (``drawer not found: ID``), so a newline in it is shown, not obeyed, too."""
+    say(f"trusty-memory: error {int(exc.code)}: {visible(exc.message)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

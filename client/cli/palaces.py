@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from trusty_memory.client.cli.human import describe
+from trusty_memory.client.cli.human import describe, visible
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import actions, command
 
@@ -133,7 +133,7 @@ def cmd_stats(args) -> int:
     import msgspec
 
     s = daemon_client().palace_stats(args.palace)
-    rooms = ", ".join(f"{room} {n}" for room, n in s.room_counts.items()) or "no rooms"
+    rooms = ", ".join(f"{visible(room)} {n}" for room, n in s.room_counts.items()) or "no rooms"
     text = (
         f"{s.palace}: {s.drawer_count} drawers ({rooms}), {s.tag_count} tags,"
         f" {s.triple_count} active facts of {s.triple_total}, {s.archived_count} archived,"

@@ -16,6 +16,8 @@ import re
 import sys
 from typing import NoReturn
 
+from trusty_memory.client.cli.human import visible
+
 # argparse's message for an unknown verb or action; 3.12 dropped the quotes around choices.
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
 
@@ -28,7 +30,7 @@ class Parser(argparse.ArgumentParser):
         if "--json" in sys.argv[1:]:
             print(json.dumps({"error": {"code": 2, "message": f"{self.prog}: {message}"}}))
             raise SystemExit(2)
-        super().error(message)
+        super().error(visible(message))  # it quotes the arguments, which may be stored text
 
 
 def suggest(message: str) -> str:
@@ -106,10 +108,11 @@ def palace_of(args, rest: str = "") -> str | None:
             ErrorCode.INVALID_PARAMS,
             f"{verb}: two palaces given ({args.palace} and --palace {old}): name one",
         )
-    tail = f" {rest}" if rest else ""
+    tail = f" {visible(rest)}" if rest else ""
+    shown = visible(old)
     print(
-        f"trusty-memory: hint: the palace now comes first: `{verb} {old}{tail}`"
-        f" (`{verb}{tail} --palace {old}` works until the next release)",
+        f"trusty-memory: hint: the palace now comes first: `{verb} {shown}{tail}`"
+        f" (`{verb}{tail} --palace {shown}` works until the next release)",
         file=sys.stderr,
     )
     return old

@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from trusty_memory.client.cli.output import daemon_client, output
+from trusty_memory.client.cli.human import visible
+from trusty_memory.client.cli.output import daemon_client, output, say
 from trusty_memory.client.cli.parser import command
 
 
@@ -17,7 +18,7 @@ def cmd_export(args) -> int:
 
     client = daemon_client()
     total = client.palace_info(args.palace).drawer_count
-    progress = bulk.Progress(f"export {args.palace}", total=total)
+    progress = bulk.Progress(f"export {visible(args.palace)}", total=total)
     options: bulk.ExportOptions = {"vectors": not args.no_vectors, "progress": progress}
     try:
         if args.output in (None, "-"):
@@ -27,7 +28,7 @@ def cmd_export(args) -> int:
             summary = bulk.export_file(client, args.palace, Path(args.output), **options)
     finally:
         progress.close()  # an error's line starts on a line of its own
-    print(f"exported {summary.drawers} drawers, {summary.triples} triples", file=sys.stderr)
+    say(f"exported {summary.drawers} drawers, {summary.triples} triples", file=sys.stderr)
     return 0
 
 
@@ -37,7 +38,7 @@ def cmd_import(args) -> int:
     from trusty_memory.common.protocol import ErrorCode, TrustyError
 
     client = daemon_client()
-    progress = bulk.Progress(f"import {args.palace}")
+    progress = bulk.Progress(f"import {visible(args.palace)}")
     options = {
         "max_text_bytes": load_config().palace.max_text_bytes,
         "batch_size": args.batch_size,
@@ -60,16 +61,16 @@ def cmd_import(args) -> int:
         ) from None
     finally:
         progress.close()
-    for bad in summary.bad[: bulk.MAX_BAD_SHOWN]:
-        print(f"line {bad.lineno}: {bad.error}", file=sys.stderr)
+    for bad in summary.bad[: bulk.MAX_BAD_SHOWN]:  # an error may quote the line it read
+        say(f"line {bad.lineno}: {visible(bad.error)}", file=sys.stderr)
     if len(summary.bad) > bulk.MAX_BAD_SHOWN:
-        print(f"... and {len(summary.bad) - bulk.MAX_BAD_SHOWN} more bad lines", file=sys.stderr)
+        say(f"... and {len(summary.bad) - bulk.MAX_BAD_SHOWN} more bad lines", file=sys.stderr)
     gone = summary.created_palace
     if summary.error:
         resume = "" if gone else " (re-run to resume)"
-        print(f"import stopped: {summary.error}{resume}", file=sys.stderr)
+        say(f"import stopped: {visible(summary.error)}{resume}", file=sys.stderr)
     if gone:
-        print(_created_palace_line(args.palace, gone), file=sys.stderr)
+        say(_created_palace_line(args.palace, gone), file=sys.stderr)
     if args.dry_run:
         text = (
             f"would import {summary.would_import} drawers and {summary.would_import_triples}"
@@ -114,7 +115,7 @@ def _say_interrupted(palace: str, created: bool) -> None:
         if created
         else ""
     )
-    print(f"import {palace}: interrupted{more}", file=sys.stderr, flush=True)
+    say(f"import {palace}: interrupted{more}", file=sys.stderr, flush=True)
 
 
 def register(sub) -> None:
