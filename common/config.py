@@ -44,6 +44,10 @@ Example ``config.toml``::
 
     [privacy]
     secrets = "redact"        # credentials in a write: "redact" | "refuse" | "keep"
+
+    [http]                    # ``serve --http`` and ``ui`` (``HttpSettings``)
+    header_timeout_s = 10     # a request head must arrive in full within this
+    max_connections = 256
 """
 
 from __future__ import annotations
@@ -231,6 +235,25 @@ class McpSettings:
 
 
 @dataclass(frozen=True)
+class HttpSettings:
+    """``serve --http`` and ``trusty-memory ui``: what one connection may hold, so another
+    local user cannot exhaust them (``common/http_guard.py`` says how each is applied)."""
+
+    # A request head must arrive in full within this of connecting, or of the previous
+    # response's end, however its bytes trickle in; otherwise the connection is closed.
+    header_timeout_s: float = 10.0
+    # A keep-alive connection with no new request for this long is closed (uvicorn's
+    # keep-alive timeout: whole seconds, at least 1).
+    idle_timeout_s: float = 5.0
+    # Open connections from one address (every local user is 127.0.0.1), and in all (held
+    # to half of the process's descriptor limit less 128). Over either, the oldest
+    # connection still waiting for its request head is closed to make room, or the
+    # newcomer if none is.
+    max_connections_per_peer: int = 128
+    max_connections: int = 256
+
+
+@dataclass(frozen=True)
 class LimitsSettings:
     """What one request may carry, beyond ``[palace] max_text_bytes`` (a drawer's text).
 
@@ -303,6 +326,7 @@ class Config:
     mcp: McpSettings = field(default_factory=McpSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     privacy: PrivacySettings = field(default_factory=PrivacySettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
 
     @property
     def daemon_endpoint(self) -> str:
@@ -407,6 +431,7 @@ def load_config() -> Config:
         mcp=_mcp_settings(raw.get("mcp", {})),
         limits=_section(LimitsSettings, raw.get("limits", {}), "TRUSTY_MEMORY_LIMITS_"),
         privacy=_privacy_settings(raw.get("privacy", {})),
+        http=_section(HttpSettings, raw.get("http", {}), "TRUSTY_MEMORY_HTTP_"),
     )
 
 

@@ -3,15 +3,20 @@
 The socket is bound before anything is printed, so a port in use or a refused address is
 a one-line error and exit code 2, never a URL that does not answer. The URL goes to
 stdout (this is not the MCP server: stdout is free), logs to stderr; uvicorn's access log
-stays off, since the first request's URL carries the token.
+stays off, since the first request's URL carries the token. It serves with the guards
+of ``common/http_guard.py`` (slow and idle connections closed, connection caps, accept
+errors at a bounded rate), as ``serve --http`` does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
+from typing import Any
 
 from trusty_memory.client.mcp.http import AddressError, is_loopback, listen
+from trusty_memory.common.http_guard import accept_errors_logged
 
 DEFAULT_PORT = 8737
 
@@ -50,6 +55,7 @@ def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
     import uvicorn
 
     from trusty_memory.common.config import load_config
+    from trusty_memory.common.http_guard import uvicorn_config
     from trusty_memory.common.logs import setup_logging
     from trusty_memory.ui.app import build_app
     from trusty_memory.ui.security import new_token
@@ -81,10 +87,13 @@ def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
     app = build_app(config, token, port=port, allow_remote=allow_remote, host=host, name=name)
     print(f"trusty-memory ui: {url_of(sock, token, name)}", flush=True)
     log.info("ui serving", address=sock.getsockname()[:2], home=str(config.home))
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
-        )
-    )
-    server.run(sockets=[sock])
+    server = uvicorn.Server(uvicorn_config(app, config.http, timeout_graceful_shutdown=2))
+    asyncio.run(_serve(server, sock, log.warning))
     return 0
+
+
+async def _serve(server: Any, sock: socket.socket, warn: Any) -> None:
+    """``server`` on ``sock`` with accept errors logged at a bounded rate (the other
+    guards are in its config: ``common/http_guard.py``)."""
+    with accept_errors_logged(asyncio.get_running_loop(), warn):
+        await server.serve(sockets=[sock])

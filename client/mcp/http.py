@@ -11,7 +11,9 @@ home, kept in ``<home>/http-token`` (0600, so only the user can read it) and pri
 start; ``TRUSTY_MEMORY_HTTP_TOKEN`` overrides it for deployments that hand out their own.
 
 uvicorn and starlette are imported only inside :func:`serve_http`, so a plain stdio
-session never pays for them.
+session never pays for them. The server runs with ``common/http_guard.py``'s guards: a
+request head deadline, an idle timeout, connection caps, accept errors logged at a
+bounded rate (``[http]`` in the config).
 """
 
 from __future__ import annotations
@@ -154,8 +156,11 @@ async def _unauthorized(send: Any, missing: bool) -> None:
 async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event, token: str) -> None:
     """Serve ``server`` (an SDK ``Server``) at ``/mcp`` on ``sock`` until ``stop`` is set,
     to requests that carry ``token``."""
-    import uvicorn
+    import structlog
     from mcp.server.transport_security import TransportSecuritySettings
+
+    from trusty_memory.common.config import load_config
+    from trusty_memory.common.http_guard import accept_errors_logged, uvicorn_config
 
     host = sock.getsockname()[0]
     security = None
@@ -167,9 +172,9 @@ async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event, toke
             allowed_origins=[f"http://{h}:*" for h in sorted(hosts)],
         )
     app = BearerAuth(server.streamable_http_app(host=host, transport_security=security), token)
-    config = uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=1
-    )
+    # Slow or idle connections closed, per-peer and total caps, accept errors at a bounded
+    # rate: another local user cannot hold the endpoint (common/http_guard.py).
+    config = uvicorn_config(app, load_config().http, timeout_graceful_shutdown=1)
     web = _quiet_uvicorn_server(config)
 
     async def watch() -> None:
@@ -177,8 +182,10 @@ async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event, toke
         web.should_exit = True
 
     watcher = asyncio.create_task(watch())
+    warn = structlog.get_logger().bind(actor="serve", pid=os.getpid()).warning
     try:
-        await web.serve(sockets=[sock])
+        with accept_errors_logged(asyncio.get_running_loop(), warn):
+            await web.serve(sockets=[sock])
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):

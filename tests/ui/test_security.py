@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import re
 import shutil
 import subprocess
 import sys
@@ -9,11 +11,12 @@ import threading
 from urllib.parse import urlsplit
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.conftest import as_attacker
-from tests.ui.conftest import URL_LINE, Ui
+from tests.ui.conftest import URL_LINE, Ui, address_of
 from trusty_memory.client.sync import Client
-from trusty_memory.ui.security import cookie_name, csrf_for
+from trusty_memory.ui.security import CONTENT_SECURITY_POLICY, cookie_name, csrf_for
 
 
 def test_no_token_or_a_wrong_one_gets_403(ui: Ui):
@@ -195,3 +198,67 @@ def test_an_address_given_with_host_warns_that_its_cookie_is_shared(ui_daemon):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# Every kind of response the page's server gives: pages, a fragment, a static file, a 404,
+# the token's redirect and a refusal (issue 36, defect 10: headers as depth).
+HEADERED = [
+    ("/", 200),
+    ("/palace/project?q=database", 200),
+    ("/palace/project/column/keyword?q=database", 200),
+    ("/palace/project/kg", 200),
+    ("/palace/project/archive", 200),
+    ("/palace/project/drawer/not-a-drawer", 404),
+    ("/dreamer", 200),
+    ("/daemon", 200),
+    ("/static/htmx.min.js", 200),
+    ("/static/page.js", 200),
+]
+
+
+def _headers_of(ui: Ui, path: str, cookie: bool = True) -> tuple[int, http.client.HTTPMessage]:
+    parts = urlsplit(ui.base)
+    conn = http.client.HTTPConnection(address_of(parts.hostname), parts.port, timeout=60)
+    try:
+        headers = {"Host": parts.netloc}
+        if cookie:
+            headers["Cookie"] = f"{ui.cookie}={ui.token}"
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response.status, response.headers
+    finally:
+        conn.close()
+
+
+def test_every_response_carries_the_policy_and_frame_headers(ui: Ui):
+    answers = [(path, *_headers_of(ui, path)) for path, _ in HEADERED]
+    answers.append(("no token", *_headers_of(ui, "/", cookie=False)))
+    answers.append(("the printed URL", *_headers_of(ui, f"/?token={ui.token}", cookie=False)))
+    assert [status for _, status, _ in answers] == [s for _, s in HEADERED] + [403, 303]
+    for path, _, headers in answers:
+        assert headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY, path
+        assert headers["X-Frame-Options"] == "DENY", path
+        assert headers["X-Content-Type-Options"] == "nosniff", path
+    policy = dict(d.strip().split(" ", 1) for d in CONTENT_SECURITY_POLICY.split(";"))
+    assert policy["script-src"] == policy["style-src"] == "'self'"  # nothing inline
+    assert policy["frame-ancestors"] == "'none'" and policy["default-src"] == "'none'"
+
+
+def test_the_page_works_under_its_policy_without_a_violation(page, ui: Ui):
+    """Chromium reports each thing the policy blocks on the console: an inline style,
+    handler or script the templates still had would show here (and stop working)."""
+    blocked: list[str] = []
+    page.on("console", lambda m: blocked.append(m.text) if "Content Security" in m.text else 0)
+    page.goto(ui.url("/palace/project"))
+    page.fill("input[name=q]", "which port does the staging database use")
+    page.press("input[name=q]", "Enter")  # htmx swaps the columns in
+    expect(page.locator("#column-recall .hit").first).to_contain_text("port 5433")
+    grid = page.locator(".columns").evaluate("e => getComputedStyle(e).gridTemplateColumns")
+    assert len(grid.split()) == 3  # the column count's class, not an inline style
+    page.goto(ui.url("/palace/attic/archive"))
+    page.select_option("select[name=reason]", "merged")  # page.js submits the form
+    expect(page).to_have_url(re.compile(r"reason=merged"))
+    page.goto(ui.url("/daemon"))
+    page.wait_for_timeout(2500)  # one live refresh (htmx's timer)
+    assert blocked == []
