@@ -501,8 +501,11 @@ class Broker:
             self.answer(settled[0], frame)
         # else: the request already timed out and was answered; drop the late reply
 
-    def remove_worker(self, worker: WorkerRec, crashed: bool) -> None:
-        """Forget a worker; give its unanswered requests another chance or an error."""
+    def remove_worker(self, worker: WorkerRec, crashed: bool, lost: str = "crashed") -> None:
+        """Forget a worker; give its unanswered requests another chance or an error.
+        ``lost`` says how a worker that ``crashed`` was lost, in the error a request
+        gets after its last attempt: "crashed", or "stopped by the supervisor as
+        unresponsive (...)" when the broker gave up on it and had it killed."""
         self.workers.pop(worker.identity, None)
         service = self.service(worker.service)
         if worker in service.workers:
@@ -513,7 +516,7 @@ class Broker:
                 pending.attempts -= 1  # a worker retired or stopped: that try does not count
             if pending.attempts >= MAX_ATTEMPTS:
                 message = (
-                    f"{worker.service} worker crashed while handling {pending.method} "
+                    f"{worker.service} worker {lost} while handling {pending.method} "
                     f"({pending.attempts} attempts)"
                 )
                 self.answer(
@@ -560,13 +563,14 @@ class Broker:
         record = self.supervisor.crash_loop(child, CRASH_LOOP)
         if record is None:
             return
+        exit_ = describe_exit(record.last_code, record.last_killed_why)
         message = (
-            f"{child.service} worker keeps crashing: {describe_exit(record.last_code)} "
+            f"{child.service} worker keeps crashing: {exit_} "
             f"{record.in_a_row} times in a row, {record.last_lived_s:.2f} s after its start "
             "(the daemon log has its last words; `trusty-memory status` shows the count)"
         )
         self.log.error("crash loop: queued requests answered", service=child.service,
-                       queued=len(service.queue), exit=describe_exit(record.last_code))  # fmt: skip
+                       queued=len(service.queue), exit=exit_)  # fmt: skip
         while service.queue:
             pending = service.queue.popleft()
             self.answer(pending, p.error_response(pending.rid, p.ErrorCode.WORKER_CRASHED, message))
@@ -613,16 +617,27 @@ class Broker:
         self.answer(pending, p.error_response(pending.rid, p.ErrorCode.TIMEOUT, message))
 
     def heartbeat_and_purge(self, now: float) -> None:
+        """Heartbeat every worker; give up on one silent past ``worker_expiry_s``. A busy
+        worker heartbeats from its pulse thread while it works (``workers/base.py``), so
+        silence means a stopped or wedged process, not a long batch. One of ours is
+        killed, and what it held is retried, or answered with what happened: stopped by
+        the supervisor as unresponsive, not "crashed"."""
         expiry = self.config.broker.worker_expiry_s
         for worker in list(self.workers.values()):
-            if now - worker.last_seen > expiry:
+            silent_s = now - worker.last_seen
+            if silent_s > expiry:
                 self.log.warning(
-                    "worker silent; presumed dead", service=worker.service, pid=worker.pid
+                    "worker silent; presumed dead",
+                    service=worker.service,
+                    pid=worker.pid,
+                    silent_s=round(silent_s, 1),
                 )
-                self.remove_worker(worker, crashed=True)
                 child = None if worker.remote else self.supervisor.by_pid(worker.pid)
+                why = f"unresponsive (silent for {silent_s:.0f} s)"
+                lost = f"stopped by the supervisor as {why}" if child else f"lost: {why}"
+                self.remove_worker(worker, crashed=True, lost=lost)
                 if child is not None:
-                    self.supervisor.kill(worker.pid)
+                    self.supervisor.kill(worker.pid, why)
                 continue
             if not self.to_worker(worker.identity, p.W_HEARTBEAT):
                 self.log.warning(

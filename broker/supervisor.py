@@ -11,6 +11,11 @@ Crashes are remembered per ``(service, slot)`` (``Crashes``), beyond the life of
 requests waiting for it with the cause instead of a timeout. Forked palace workers that
 die before they answer anything, twice in a row, turn forking off until the daemon
 restarts: the template is a saving, never a reason for a palace not to answer.
+
+A child the supervisor kills itself (``kill``: the broker found it silent past
+``[broker] worker_expiry_s``) is told apart from one that crashed: its exit is logged and
+kept as "killed by the supervisor: <why>", and it never counts toward turning forking
+off, since its start path worked (it registered and was given work).
 """
 
 from __future__ import annotations
@@ -32,8 +37,11 @@ YOUNG_FORK_DEATHS = 2  # forked workers dead before their first answer, in a row
 CRASHES_KEPT = 1000  # (service, slot) crash records kept, the least recent dropped first
 
 
-def describe_exit(code: int | None) -> str:
-    """``-11`` -> ``killed by SIGSEGV``; ``3`` -> ``exited with code 3``."""
+def describe_exit(code: int | None, killed_why: str | None = None) -> str:
+    """``-11`` -> ``killed by SIGSEGV``; ``3`` -> ``exited with code 3``; a child the
+    supervisor killed (``killed_why``) -> ``killed by the supervisor: <why>``."""
+    if killed_why is not None:
+        return f"killed by the supervisor: {killed_why}"
     if code is None:
         return "still running"
     if code < 0:
@@ -53,12 +61,13 @@ class Crashes:
     last_code: int | None = None
     last_lived_s: float = 0.0
     forked: bool = False
+    last_killed_why: str | None = None  # the last exit was the supervisor's kill: why
 
     def as_dict(self) -> dict:
         return {
             "in_a_row": self.in_a_row,
             "total": self.total,
-            "last_exit": describe_exit(self.last_code),
+            "last_exit": describe_exit(self.last_code, self.last_killed_why),
             "last_code": self.last_code,
             "last_lived_s": round(self.last_lived_s, 3),
             "forked": self.forked,
@@ -80,6 +89,7 @@ class Child:
     last_pid: int = 0
     forked: bool = False  # this run came from the template
     served: bool = False  # this run answered a request
+    killed_why: str | None = None  # this run was killed by the supervisor: why
 
     @property
     def pid(self) -> int | None:
@@ -165,6 +175,7 @@ class Supervisor:
         child.started_at = time.monotonic()
         child.restart_at = None
         child.exit_code = None
+        child.killed_why = None
         child.starts += 1
         self.log.info("spawned", service=child.service, slot=child.slot, child_pid=child.pid)
 
@@ -232,7 +243,7 @@ class Supervisor:
                     slot=child.slot,
                     child_pid=child.last_pid,
                     code=child.exit_code,
-                    exit=describe_exit(child.exit_code),
+                    exit=describe_exit(child.exit_code, child.killed_why),
                     lived_s=round(lived, 3),
                     forked=child.forked,
                 )
@@ -255,7 +266,8 @@ class Supervisor:
         record.in_a_row = record.in_a_row + 1 if lived < QUICK_CRASH_S else 1
         record.total += 1
         record.last_code, record.last_lived_s, record.forked = child.exit_code, lived, child.forked
-        if child.forked and not child.served:
+        record.last_killed_why = child.killed_why
+        if child.forked and not child.served and child.killed_why is None:
             self.young_fork_deaths += 1
             if self.young_fork_deaths >= YOUNG_FORK_DEATHS:
                 self.stop_forking(
@@ -303,7 +315,10 @@ class Supervisor:
                 child.stopping = True
                 child.terminate()
 
-    def kill(self, pid: int) -> None:
+    def kill(self, pid: int, why: str | None = None) -> None:
+        """SIGKILL a child; ``why`` (the broker gave up on it) is what its exit is called."""
+        if why is not None and (child := self.by_pid(pid)) is not None:
+            child.killed_why = why
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -76,6 +76,10 @@ class BrokerSettings:
     heartbeat_s: float = 1.0
     # A worker silent for this long is presumed dead (its process is killed and restarted).
     worker_expiry_s: float = 60.0
+    # A busy worker heartbeats from a thread while it works (workers/base.py ``Pulse``),
+    # for one piece of work this long at most: past it, a main thread that never returns
+    # goes silent and is restarted. Longer than the longest client deadline (scrub: 1 h).
+    worker_busy_max_s: float = 7200.0
     restart_backoff_max_s: float = 10.0
     max_queue: int = 10_000
     # A palace being deleted or renamed: how long its workers get to answer what they hold

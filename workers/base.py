@@ -11,6 +11,25 @@ Liveness is Paranoid-Pirate style: the worker heartbeats when idle, treats a bro
 has been silent for too long as gone (reconnects and says ``W_READY`` again), and exits
 when the process that spawned it is no longer its parent.
 
+A worker that is working is alive, however long its batch takes: while the main thread
+runs a batch (or its idle work: an index snapshot), a thread of its own, the pulse, sends
+``W_HEARTBEAT`` every heartbeat interval (``Pulse``). Without it liveness hung on the
+batch finishing: under CPU contention (a build beside the daemon, load ~10 on 2 cores)
+one import batch kept the palace writer and the embedder silent for more than
+``[broker] worker_expiry_s``, the supervisor SIGKILLed both as dead, twice, and the import
+stored nothing. Bounding every batch in time instead would need a heartbeat inside every
+long step (a forward pass, the wait on the embedder, an hnswlib insert, a SQLite commit,
+a snapshot) and still miss the next long step someone adds. The socket is ZeroMQ's, which
+one thread at a time may use: the main thread hands it to the pulse under a lock for the
+length of the work (``Pulse.busy``) and takes it back, under the same lock, after.
+
+A worker that is truly stuck is still found. A process stopped or wedged in C code that
+holds the GIL runs no pulse either: it goes silent and is killed after the expiry, as
+before. A main thread blocked forever in Python (a lock, a wait that never ends) keeps the
+pulse going, so the pulse covers one piece of work for ``[broker] worker_busy_max_s`` at
+most (longer than the longest deadline a client gives, the 1-hour scrub) and then falls
+silent, with a log line that says why.
+
 A remote worker (``remote=True``: ``trusty-memory worker`` on another host) has no parent
 to outlive and nobody to restart it, so it never gives up: told to go away (its broker
 stopped, did not know it after a network drop, or already has a writer for its palace)
@@ -24,7 +43,10 @@ import gc
 import os
 import signal
 import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import zmq
@@ -72,6 +94,7 @@ class Worker:
         self.rejoin_s = REJOIN_MIN_S
         self.last_broker_msg = time.monotonic()
         self.last_sent = 0.0
+        self.pulse = Pulse(self)
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
@@ -99,6 +122,7 @@ class Worker:
 
     def run(self) -> int:
         self._connect()
+        self.pulse.start()
         gc.freeze()  # start-up's objects live for good: keep them out of full collections
         heartbeat = self.config.broker.heartbeat_s
         expiry = self.config.broker.worker_expiry_s
@@ -112,14 +136,17 @@ class Worker:
                 if self._broker().poll(int(heartbeat * 1000), zmq.POLLIN):
                     jobs = self._drain()
                     if jobs:
-                        self._send_replies(self.handle_batch(jobs))
+                        with self.pulse.busy("batch"):
+                            replies = self.handle_batch(jobs)
+                        self._send_replies(replies)
                         worked = True
                         idle_at = time.monotonic() + heartbeat
                         continue
                 now = time.monotonic()
                 if now >= idle_at:
                     try:
-                        self.on_idle()
+                        with self.pulse.busy("idle work"):
+                            self.on_idle()
                     except Exception as exc:  # e.g. a full disk: retried at the next idle
                         self.log.warning("idle work failed", error=repr(exc))
                     if worked:
@@ -135,6 +162,7 @@ class Worker:
                     self.log.info("parent gone; stopping")
                     break
         finally:
+            self.pulse.stop()
             self.on_stop()
             if self.socket is not None:
                 try:
@@ -174,6 +202,7 @@ class Worker:
         self._connect()
 
     def _send(self, frames: list[bytes]) -> None:
+        """Send from the main thread (never while ``pulse.busy`` has handed the socket over)."""
         self._broker().send_multipart(frames)
         self.last_sent = time.monotonic()
 
@@ -223,6 +252,79 @@ class Worker:
 
     def _on_signal(self, signum, frame) -> None:
         self.running = False
+
+
+class Pulse:
+    """Heartbeats from a thread of their own while the main thread is busy.
+
+    ``busy(what)`` brackets work that does not touch the worker's socket (a batch, idle
+    work). For its length the pulse owns the socket: every ``heartbeat_s`` it sends a bare
+    ``W_HEARTBEAT`` (no seq frame: the main thread's state is its own while it works), for
+    at most ``worker_busy_max_s`` of one piece of work. ZeroMQ allows a socket to move
+    between threads with a full memory barrier in between: the lock is that barrier, and
+    the main thread takes it to hand the work over and to take the socket back, so no two
+    threads ever use the socket at once. The thread does nothing while the main thread is
+    not busy: the loop's own heartbeats cover that time.
+    """
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.interval = worker.config.broker.heartbeat_s
+        self.max_busy_s = worker.config.broker.worker_busy_max_s
+        self.lock = threading.Lock()
+        self.busy_since: float | None = None  # set while the main thread works
+        self.what = ""
+        self.capped = False  # the cap was logged for the current piece of work
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="pulse", daemon=True)
+            self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        with self.lock:  # a heartbeat being sent finishes; none starts after this
+            self.busy_since = None
+
+    @contextmanager
+    def busy(self, what: str) -> Iterator[None]:
+        with self.lock:
+            self.busy_since, self.what, self.capped = time.monotonic(), what, False
+        try:
+            yield
+        finally:
+            with self.lock:  # the socket is the main thread's again
+                self.busy_since = None
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.interval / 2):
+            with self.lock:
+                if self.busy_since is not None:
+                    self._beat(time.monotonic())
+
+    def _beat(self, now: float) -> None:
+        """One heartbeat if one is due (called with the lock held, the main thread busy)."""
+        assert self.busy_since is not None  # _run checked it under the same lock
+        worker = self.worker
+        if now - self.busy_since > self.max_busy_s:
+            if not self.capped:
+                self.capped = True
+                worker.log.error(
+                    "busy past worker_busy_max_s: heartbeats stop, the supervisor will "
+                    "restart this worker",
+                    work=self.what,
+                    busy_s=round(now - self.busy_since),
+                )
+            return
+        if worker.socket is None or now - worker.last_sent < self.interval:
+            return
+        try:
+            worker.socket.send_multipart([p.W_HEARTBEAT], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return  # no broker to hear it (gone, or reconnecting): the main loop deals
+        worker.last_sent = now
 
 
 def release_freed_memory() -> None:
