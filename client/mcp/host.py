@@ -20,12 +20,21 @@ line from the relay over the request limit, or not JSON, is answered with an err
 id read from it; the session goes on either way.
 Every session shares one daemon client, so a session's write and its next read go through
 the same read-your-writes tracker.
+
+Backpressure: a session's socket is read only while that session has fewer than
+:data:`MAX_PENDING` requests unanswered, fewer than :data:`SDK_BUFFER` messages waiting
+for the SDK, and its answers are flushed to the relay (:data:`WRITE_BUFFER_BYTES`). Past
+that, lines wait in the socket and the relay's ``sendall`` blocks, so one session that
+floods (or a relay that stops reading) holds a bounded share of the host every session
+shares: the bounds are what keep the host small, since memory once taken mostly stays
+(:func:`give_back_memory` returns what it can when a session ends).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import json
 import os
@@ -55,6 +64,12 @@ from trusty_memory.client.mcp.stdio import (
 )
 
 PARENT_CHECK_S = 1.0
+# Per session: requests fed to the SDK and not yet answered. Twice the relay's own bound
+# (stdio.MAX_INFLIGHT), so a relay that keeps to its bound is never held up here (nor are
+# its notifications, a cancel among them); this bound is for a relay gone wrong.
+MAX_PENDING = 128
+SDK_BUFFER = 32  # messages parsed and waiting for the SDK's read loop to take them
+WRITE_BUFFER_BYTES = 2**20  # answers written to the relay's socket and not yet sent
 
 
 class Host:
@@ -113,6 +128,7 @@ class Host:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            give_back_memory()
 
     async def run_session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from trusty_memory.client.mcp.session import FrontEnd, SdkSession, build_server
@@ -126,7 +142,8 @@ class Host:
         tools = "extended" if hello.get("tools") == "extended" else "contract"
         front = FrontEnd(hello.get("palace"), self.log, client=self.client, tools=tools)
         handshake_id = str(hello.get("handshake_id") or "relay-handshake")
-        waiting = Waiting()
+        waiting = Waiting(MAX_PENDING)
+        writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES)
 
         def send(message: dict[str, Any]) -> None:
             label = waiting.answered(message)
@@ -134,7 +151,7 @@ class Host:
                 return  # the replayed handshake: the client already has its answer
             writer.write(self.fitted(message, label))
 
-        session = SdkSession(build_server(front, __version__), send, self.log)
+        session = SdkSession(build_server(front, __version__), send, self.log, SDK_BUFFER)
         if hello.get("initialize") is not None:
             session.feed(
                 {"jsonrpc": "2.0", "id": handshake_id, "method": "initialize",
@@ -149,7 +166,12 @@ class Host:
                 message = self.parse(line, send)
                 if message is not None:
                     waiting.asked(message)
-                    session.feed(message)
+                    await session.put(message)  # waits while SDK_BUFFER messages wait
+                await waiting.room()  # fewer than MAX_PENDING requests unanswered
+                try:
+                    await writer.drain()  # the relay reads what we answered
+                except ConnectionError:
+                    break  # the relay has gone
         finally:
             # The relay has gone (its client closed stdin and every answer it waited for
             # came back, or it died): nobody is left to answer.
@@ -190,23 +212,71 @@ class Host:
 
 
 class Waiting:
-    """The requests of one session not yet answered, by id: how an error names one."""
+    """The requests of one session not yet answered, by id: how an error names one, and
+    how many there are (reading the session waits while ``limit`` are).
 
-    def __init__(self) -> None:
+    A request the client cancels is no longer counted (the SDK never answers it); a
+    reused id counts once, so the count can only err low, never hold a session up."""
+
+    def __init__(self, limit: int = MAX_PENDING) -> None:
         self._labels: dict[str, str] = {}
+        self.limit = limit
+        self._room = asyncio.Event()
+        self._room.set()
 
     def asked(self, message: dict[str, Any]) -> None:
         if "id" in message and "method" in message:
             self._labels[id_key(message["id"])] = label_of(message)
+            if len(self._labels) >= self.limit:
+                self._room.clear()
         elif message.get("method") == "notifications/cancelled":
             params = message.get("params")
             if isinstance(params, dict) and "requestId" in params:
                 self._labels.pop(id_key(params["requestId"]), None)
+                self._check()
 
     def answered(self, message: dict[str, Any]) -> str:
         if "id" in message and "method" not in message:
-            return self._labels.pop(id_key(message["id"]), "reply")
+            label = self._labels.pop(id_key(message["id"]), "reply")
+            self._check()
+            return label
         return "message"
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def _check(self) -> None:
+        if len(self._labels) < self.limit:
+            self._room.set()
+
+    async def room(self) -> None:
+        await self._room.wait()
+
+
+def give_back_memory() -> None:
+    """Collect what an ended session left (cycles through its cancelled tasks) and ask
+    glibc to return its free heap to the OS (``malloc_trim``; nothing off glibc).
+
+    Measured on a host flooded without the bounds (+200 MB at its peak): 5 s after the
+    session ended it still held +172 MB, +145 MB with this; CPython's small-object arenas
+    stay while any object in them lives. So this is a help, and the bounds are the cure.
+    With them a session's end costs about 1 ms here (0.9 ms collecting, 0.2 ms trimming)."""
+    gc.collect()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _find_malloc_trim() -> Any:
+    try:
+        trim = ctypes.CDLL(None).malloc_trim  # the C library we run on
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+_malloc_trim = _find_malloc_trim()
 
 
 async def read_lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[Line | TooLong]:

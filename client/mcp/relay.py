@@ -23,6 +23,12 @@ daemon starts it if none runs (one line on stderr says so: the first start loads
 embedding model). If the connection drops, every request still waiting on it is answered
 with an error (never left hanging) and the next one reconnects.
 
+Nothing here grows without bound: the edge stops reading stdin while too many requests
+await answers, too many answers await the client, or too many messages wait in this
+relay's outbox (:meth:`Relay.backlog`); a host that stops reading (it bounds each
+session's pending work too) blocks the forwarder's ``sendall``, which fills the outbox,
+which stops stdin. Answers from the host are always read, so they can always drain.
+
 Wire to the host: a stream of JSON lines (UTF-8). The relay's first line is a hello,
 ``{"palace": ..., "tools": "contract" or "extended", "initialize": params or null,
 "initialized": bool, "handshake_id": id}``; then JSON-RPC messages both ways. Lines are
@@ -332,7 +338,14 @@ class Relay:
                 self._forward(message)
             except Exception as exc:  # a bug costs one message, never the session
                 self.log.warning("relay failed a message", error=repr(exc))
+            self.edge.wake()  # the outbox is a message shorter: stdin may be read again
         self.stdin_closed.set()
+
+    def backlog(self) -> int:
+        """Messages from stdin not yet handed to the host. The edge stops reading stdin
+        while there are too many (the host is slow to read, or the daemon is starting),
+        so a client that floods notifications is pushed back, not queued here."""
+        return self._outbox.qsize()
 
     def _forward(self, message: dict[str, Any]) -> None:
         method = message.get("method")
@@ -571,7 +584,7 @@ def run_relay(edge: StdioEdge, palace: str | None, tools: str = "contract") -> i
         signal.signal(sig, on_signal)
     forwarder = threading.Thread(target=relay.forward_loop, name="mcp-forward", daemon=True)
     forwarder.start()
-    edge.attach(relay.sink)
+    edge.attach(relay.sink, relay.backlog)
     log.info("serving MCP on stdio", mode="relay")
     relay.connect_if_running()
     while not (relay.stdin_closed.is_set() or stop.is_set()):

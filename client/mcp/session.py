@@ -183,7 +183,17 @@ class SdkSession:
     the field, rather than the SDK's silence.
     """
 
-    def __init__(self, server: Any, send: Callable[[dict[str, Any]], None], log: Any) -> None:
+    def __init__(
+        self,
+        server: Any,
+        send: Callable[[dict[str, Any]], None],
+        log: Any,
+        buffer: float = math.inf,
+    ) -> None:
+        """``buffer``: how many messages may wait for the SDK to take them. Unbounded for
+        :meth:`feed` (direct mode, whose stdio edge bounds what it hands on); the MCP host
+        gives a bound and hands messages on with :meth:`put`, which waits for room, so a
+        flood of lines from a relay waits in the socket, not here."""
         import anyio
         from mcp.shared.message import SessionMessage
 
@@ -191,13 +201,30 @@ class SdkSession:
         self.send = send
         self.log = log
         self._to_sdk, self._sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](
-            math.inf
+            buffer
         )
         self._sdk_out, self._from_sdk = anyio.create_memory_object_stream[SessionMessage](math.inf)
 
     def feed(self, message: dict[str, Any]) -> None:
         """Hand one client message to the SDK (on the event loop's thread, in order)."""
         import anyio
+
+        parsed = self._parsed(message)
+        if parsed is not None:
+            with contextlib.suppress(anyio.ClosedResourceError):
+                self._to_sdk.send_nowait(parsed)
+
+    async def put(self, message: dict[str, Any]) -> None:
+        """:meth:`feed`, waiting while ``buffer`` messages already wait for the SDK."""
+        import anyio
+
+        parsed = self._parsed(message)
+        if parsed is not None:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await self._to_sdk.send(parsed)
+
+    def _parsed(self, message: dict[str, Any]) -> Any:
+        """The SDK's form of a message, or None once one it refuses is answered."""
         import mcp.types as types
         from mcp.shared.message import SessionMessage
         from pydantic import ValidationError
@@ -210,9 +237,8 @@ class SdkSession:
                 where = ".".join(str(x) for x in detail.get("loc", ()))
                 text = f"Invalid Request: {where}: {detail['msg']}"
                 self.send(error_message(message["id"], INVALID_REQUEST, text))
-            return
-        with contextlib.suppress(anyio.ClosedResourceError):
-            self._to_sdk.send_nowait(SessionMessage(parsed))
+            return None
+        return SessionMessage(parsed)
 
     async def close_input(self) -> None:
         await self._to_sdk.aclose()

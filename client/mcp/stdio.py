@@ -30,6 +30,14 @@ client from ever blocking the event loop.
 The edge also claims fds 0 and 1: the wire moves to private duplicates and fd 1 points
 at stderr, so a stray ``print`` (ours or a library's) can never corrupt the JSON-RPC
 stream, and fd 0 reads ``/dev/null`` so child processes never steal our input.
+
+* **Backpressure.** A client that writes requests and never reads its answers must be
+  pushed back, not buffered: before each line the reader waits while the session is over
+  a bound (:data:`MAX_INFLIGHT` requests or :data:`MAX_INFLIGHT_BYTES` of them awaiting
+  answers, :data:`MAX_QUEUED_BYTES` of answers the client has not read, or
+  :data:`MAX_BACKLOG` messages the SDK side has not taken yet). stdin then stays unread,
+  the OS pipe fills and the client's own writes block, as TCP's window would; memory stays
+  bounded whatever the client sends. A client that reads its answers never waits here.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import select
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -69,6 +78,15 @@ INTERNAL_ERROR = -32603
 CONNECTION_CLOSED = -32000  # the SDK's answer to calls cut off by shutdown
 
 SERVER_NAME = "trusty-memory"
+
+# The bounds of one session (see Backpressure above). Far above what an agent keeps in
+# flight (a handful of parallel tool calls), far below what hurts: at the bound a session
+# holds a few MB in ``serve`` and its share of the MCP host.
+MAX_INFLIGHT = 64  # requests read from stdin, handed on, not yet answered
+MAX_INFLIGHT_BYTES = 16 * 2**20  # their lines' bytes (one request is always let through)
+MAX_QUEUED_BYTES = 4 * 2**20  # answers queued for stdout that the client has not read
+MAX_BACKLOG = 256  # messages handed on that the relay or SDK has not taken yet
+ROOM_POLL_S = 0.1  # while waiting for room: how often stdin is checked for a hang-up
 
 EOF = object()  # handed to the sink when stdin closes
 
@@ -202,7 +220,15 @@ class StdioEdge:
         self._lock = threading.RLock()
         self._sink: Sink | None = None
         self._pending: list[Any] = []  # messages (and EOF) waiting for attach()
-        self._inflight: dict[str, str] = {}  # id -> label, forwarded to the SDK, unanswered
+        # id -> (label, line bytes): forwarded to the SDK, unanswered
+        self._inflight: dict[str, tuple[str, int]] = {}
+        self._inflight_bytes = 0
+        self._queued = 0  # bytes in _out, not yet written to stdout
+        # The reader waits on this for room (backpressure); whatever makes room notifies.
+        self._room = threading.Condition(self._lock)
+        self._backlog: Callable[[], int] = lambda: 0  # messages the sink has not taken
+        self._line_bytes = 0  # the size of the line being routed (for _inflight)
+        self._hung_up = False  # stdin's writer has closed: what is left in it is bounded
         self._configured = limits is not None
         self.limits = limits or DEFAULT_LIMITS
         self._suppress: set[str] = set()  # initialize ids whose SDK reply we drop
@@ -237,6 +263,7 @@ class StdioEdge:
         with self._lock:
             self._reading = False
             self._pending = [m for m in self._pending if m is EOF]
+            self._room.notify_all()  # dropping lines needs no room
 
     def close(self, timeout: float = 1.0) -> None:
         """Flush what is queued for stdout and stop the writer."""
@@ -244,13 +271,26 @@ class StdioEdge:
         if self._writer is not None:
             self._writer.join(timeout)
 
-    def attach(self, sink: Sink) -> None:
-        """Start handing messages to ``sink``, first replaying those that waited."""
+    def attach(self, sink: Sink, backlog: Callable[[], int] | None = None) -> None:
+        """Start handing messages to ``sink``, first replaying those that waited.
+
+        ``backlog`` says how many handed messages the sink has queued and not yet taken;
+        reading waits while that is :data:`MAX_BACKLOG` or more (the sink calls
+        :meth:`wake` as it takes them).
+        """
         with self._lock:
             pending, self._pending = self._pending, []
             for msg in pending:
                 sink(msg)
             self._sink = sink
+            if backlog is not None:
+                self._backlog = backlog
+            self._room.notify_all()
+
+    def wake(self) -> None:
+        """Room may have been made (the sink took a message): the reader looks again."""
+        with self._lock:
+            self._room.notify_all()
 
     # -- in-flight requests ------------------------------------------------------------
 
@@ -261,7 +301,16 @@ class StdioEdge:
     def forget(self, rid: Any) -> None:
         """A request that will never be answered through :meth:`emit`."""
         with self._lock:
-            self._inflight.pop(id_key(rid), None)
+            self._settle(id_key(rid))
+
+    def _settle(self, key: str) -> str | None:
+        """Drop an in-flight request (the lock held); its label, None if it was not one."""
+        entry = self._inflight.pop(key, None)
+        if entry is None:
+            return None
+        self._inflight_bytes -= entry[1]
+        self._room.notify_all()
+        return entry[0]
 
     def handshake_stays_here(self, rid: Any) -> None:
         """The ``initialize`` with this id goes to no SDK (the relay replays the handshake
@@ -278,7 +327,12 @@ class StdioEdge:
         valid JSON but not encodable UTF-8); such a message goes out ASCII-escaped, which
         is still valid JSON and round-trips the same string.
         """
-        self._out.put(dump_line(message))
+        self._queue(dump_line(message))
+
+    def _queue(self, data: bytes) -> None:
+        with self._lock:
+            self._queued += len(data)
+        self._out.put(data)
 
     def emit(self, message: dict[str, Any]) -> None:
         """A message from the SDK on its way to stdout: drop the SDK's own ``initialize``
@@ -291,7 +345,7 @@ class StdioEdge:
                 if key in self._suppress:
                     self._suppress.discard(key)
                     return
-                label = self._inflight.pop(key, label)
+                label = self._settle(key) or label
             error = message.get("error")
             if isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND:
                 data = error.pop("data", None)
@@ -308,20 +362,56 @@ class StdioEdge:
             if "id" not in message or "method" in message:
                 return  # a notification or a request of ours: nobody waits on it
             data = dump_line(reply_too_long(message["id"], label, self.limits.reply, len(data) - 1))
-        self._out.put(data)
+        self._queue(data)
 
     def _write_loop(self) -> None:
         while (chunk := self._out.get()) is not None:
-            if self.broken:
-                continue
-            try:
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(self._out_fd, view) :]
-            except OSError as exc:  # the client closed our stdout: nobody is listening
-                self.broken = True
-                self.log("stdout closed", {"error": str(exc)})
-                self._deliver(EOF)
+            if not self.broken:
+                try:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(self._out_fd, view) :]
+                except OSError as exc:  # the client closed our stdout: nobody is listening
+                    self.broken = True
+                    self.log("stdout closed", {"error": str(exc)})
+                    self._deliver(EOF)
+            with self._lock:
+                self._queued -= len(chunk)
+                if self._queued <= MAX_QUEUED_BYTES:
+                    self._room.notify_all()
+
+    # -- backpressure --------------------------------------------------------------------
+
+    def _has_room(self) -> bool:
+        """Whether the reader may take another line (the lock held)."""
+        if not self._reading or self._hung_up:
+            return True  # lines are dropped; or what is left of stdin is bounded (the pipe)
+        return (
+            self._queued <= MAX_QUEUED_BYTES
+            and len(self._inflight) < MAX_INFLIGHT
+            and self._inflight_bytes < MAX_INFLIGHT_BYTES
+            and len(self._pending) < MAX_BACKLOG
+            and self._backlog() < MAX_BACKLOG
+        )
+
+    def _wait_for_room(self) -> None:
+        """Block the reader (and so, through the pipe, the client's writes) while the
+        session is over a bound. A client that closes stdin while it waits is still
+        heard: its pipe reports the hang-up, and what is left in the pipe (its capacity
+        at most) is then read, so EOF's promise (in-flight answers, then exit) holds."""
+        with self._lock:
+            while not self._has_room():
+                self._room.wait(ROOM_POLL_S)
+                if not self._has_room() and self._stdin_hung_up():
+                    self._hung_up = True
+
+    def _stdin_hung_up(self) -> bool:
+        poller = select.poll()
+        poller.register(self._in_fd, select.POLLIN)
+        try:
+            return any(event & select.POLLHUP for _fd, event in poller.poll(0))
+        except OSError:
+            return False
 
     # -- input -------------------------------------------------------------------------
 
@@ -334,6 +424,7 @@ class StdioEdge:
                 self.log("stdin failed", {"error": str(exc)})
                 chunk = b""
             for item in splitter.feed(chunk) if chunk else splitter.end():
+                self._wait_for_room()
                 self._read_one(item)
             if not chunk:
                 break
@@ -351,6 +442,7 @@ class StdioEdge:
         line = item.strip()
         if not line:
             return
+        self._line_bytes = len(line)
         try:
             self.handle_line(line)
         except Exception as exc:  # a bug must not end the reading: log, go on
@@ -450,7 +542,10 @@ class StdioEdge:
                 self._suppress.add(id_key(rid))
         else:
             with self._lock:
-                self._inflight[id_key(rid)] = label_of(message)
+                key = id_key(rid)
+                self._settle(key)  # a reused id: the newer request is the one tracked
+                self._inflight[key] = (label_of(message), self._line_bytes)
+                self._inflight_bytes += self._line_bytes
         self._deliver(message)
 
     def _deliver(self, message: Any) -> None:
