@@ -53,6 +53,7 @@ from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
 from trusty_memory.common import __version__, palace_dir, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config, worker_budget
+from trusty_memory.common.disk_full import disk_full_error
 from trusty_memory.common.names import validate_palace_name
 
 TICK_S = 0.05
@@ -159,6 +160,13 @@ class Broker:
             self.route(client, req, frame)
         except p.TrustyError as exc:
             self.reply(client, p.error_response(req.id, exc.code, exc.message))
+        except OSError as exc:
+            # A broker write (palace_create's palace.json, a record) that found no room
+            # answers the documented disk-full error; before, the client got no answer.
+            full = disk_full_error(exc, req.method)
+            if full is None:
+                raise
+            self.reply(client, p.error_response(req.id, full.code, full.message))
 
     def route(self, client: bytes, req: p.Request, frame: bytes) -> None:
         method = req.method

@@ -48,15 +48,62 @@ def _level_from_env(default: str) -> int:
     return min(levels) if levels else _LEVELS[default]
 
 
+class TolerantStream:
+    """A log sink that never raises: a write or flush that fails with ``OSError`` (ENOSPC on
+    a full disk, EIO, a closed pipe) drops that line and counts it.
+
+    A log line is worth less than the actor writing it: before this, a full disk made a log
+    write raise ENOSPC inside the broker's loop and killed the whole daemon. Each later
+    line tries the file again, so logging resumes by itself once there is room; the first
+    line that gets through says how many were dropped.
+    """
+
+    def __init__(self, file: TextIO) -> None:
+        self.file = file
+        self.dropped = 0
+
+    def write(self, text: str) -> int:
+        try:
+            if self.dropped:
+                pending, self.dropped = self.dropped, 0
+                try:
+                    self.file.write(f'{{"event": "log lines dropped", "dropped": {pending}}}\n')
+                except OSError:
+                    self.dropped = pending
+                    raise
+            return self.file.write(text)
+        except OSError:
+            self.dropped += 1
+            return 0
+        except ValueError:  # written after the file was closed (interpreter shutdown)
+            self.dropped += 1
+            return 0
+
+    def flush(self) -> None:
+        try:
+            self.file.flush()
+        except (OSError, ValueError):
+            # The buffered text is lost with the failed flush; count it once.
+            self.dropped += 1
+
+    def isatty(self) -> bool:
+        try:
+            return self.file.isatty()
+        except (OSError, ValueError):
+            return False
+
+
 def setup_logging(
     actor: str, default_level: str = "warn", file: TextIO | None = None
 ) -> structlog.stdlib.BoundLogger:
     """Configure structlog for this process and return a logger bound to ``actor``;
-    lines go to ``file`` (default: stderr)."""
+    lines go to ``file`` (default: stderr) through a ``TolerantStream``, so a failing log
+    write (a full disk) drops the line instead of raising into the actor."""
     level = _level_from_env(default_level)
     file = file or sys.stderr
+    sink = file if isinstance(file, TolerantStream) else TolerantStream(file)
     renderer: structlog.typing.Processor
-    if file.isatty():
+    if sink.isatty():
         renderer = structlog.dev.ConsoleRenderer()
     else:
         renderer = structlog.processors.JSONRenderer()
@@ -68,7 +115,7 @@ def setup_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(file=file),
+        logger_factory=structlog.WriteLoggerFactory(file=sink),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     return structlog.get_logger().bind(actor=actor, pid=os.getpid())

@@ -54,6 +54,7 @@ import zmq
 from trusty_memory.common import home, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
+from trusty_memory.common.disk_full import disk_full_error
 
 
 @dataclass
@@ -361,5 +362,8 @@ def reply_to(job: Job, fn, seq_of=None) -> Reply:
     except p.TrustyError as exc:
         return Reply(job.client, rid, p.error_response(rid, exc.code, exc.message))
     except Exception as exc:  # a bug must cost one request, never the worker
+        full = disk_full_error(exc, job.request.method)
+        if full is not None:  # a full disk is the documented error, not an internal one
+            return Reply(job.client, rid, p.error_response(rid, full.code, full.message))
         message = f"{job.request.method}: internal error: {exc!r}"
         return Reply(job.client, rid, p.error_response(rid, p.ErrorCode.INTERNAL, message))
