@@ -41,8 +41,11 @@ GITHUB_TOKEN = "ghp_" + _random(string.ascii_letters + string.digits, 36)
 AWS_KEY = "AKIA" + _random(string.ascii_uppercase + "234567", 16)
 # An AWS secret access key has no prefix: only the name it is the value of tells.
 AWS_SECRET = _random(string.ascii_letters + string.digits + "/+", 40)
-SLACK_TOKEN = "xoxb-" + "-".join(_random(string.digits, 12) for _ in range(2)) + "-" + _random(
-    string.ascii_letters + string.digits, 24
+SLACK_TOKEN = (
+    "xoxb-"
+    + "-".join(_random(string.digits, 12) for _ in range(2))
+    + "-"
+    + _random(string.ascii_letters + string.digits, 24)
 )
 PLANTED = (GITHUB_TOKEN, AWS_KEY, AWS_SECRET, SLACK_TOKEN)
 PALACE = "ops"
@@ -123,9 +126,7 @@ def test_every_string_is_redacted_and_names_and_ids_refused(home, tmp_path):
         got = client.call("drawer_get", {"drawer_id": drawer_id}, palace=PALACE)
         assert got["room"].startswith("GITHUB_TOKEN=[secret:github-token #")
         # A room filter that holds the secret finds the room by its marker.
-        found = client.call(
-            "memory_list", {"room": f"GITHUB_TOKEN={GITHUB_TOKEN}"}, palace=PALACE
-        )
+        found = client.call("memory_list", {"room": f"GITHUB_TOKEN={GITHUB_TOKEN}"}, palace=PALACE)
         assert {d["drawer_id"] for d in found["drawers"]} >= {drawer_id}
         for bad_id in (f"note-{GITHUB_TOKEN}", AWS_KEY):
             with pytest.raises(p.TrustyError) as refused:
@@ -148,9 +149,7 @@ def test_every_string_is_redacted_and_names_and_ids_refused(home, tmp_path):
     assert_clean(export.read_text())
     exported = [json.loads(line) for line in export.read_text().splitlines()]
     metas = [d.get("metadata") for d in exported if d.get("metadata")]
-    assert any(
-        str(m.get("aws_secret_access_key", "")).startswith("[secret:") for m in metas
-    ), metas
+    assert any(str(m.get("aws_secret_access_key", "")).startswith("[secret:") for m in metas), metas
 
     async def through_mcp():
         async with sdk_session(home, "--palace", PALACE) as s:

@@ -69,6 +69,4 @@ def test_searching_the_page_and_reading_count_no_recall(daemon, tmp_path):
         # The CLI's own recall is a recall: it counts, as an agent's does.
         found = run_cli(daemon, "--json", "recall", PALACE, "staging database port")
         assert found.returncode == 0, found.stderr
-        wait_until(
-            lambda: sum(hits(client).values()) > 0, 30, "the CLI's recall to count its hits"
-        )
+        wait_until(lambda: sum(hits(client).values()) > 0, 30, "the CLI's recall to count its hits")
