@@ -85,6 +85,15 @@ IMPORT_PER_EMBED_S = 0.05
 JSON_ESCAPE_MAX = 6
 LINE_SLACK_BYTES = 8 * 1024 * 1024
 MAX_LINKS = 40  # symbolic links an export follows to its file: the kernel's own limit
+# How deeply a line's values may nest (``{"a": [[...]]}`` counts each bracket). msgspec
+# raises ``RecursionError`` past Python's stack (a few thousand levels), and everything
+# downstream (the secrets scan, the store) walks metadata recursively: a line nested
+# deeper than this is a bad line, named by number, and never reaches a worker.
+MAX_NESTING = 64
+# Lines of a file that fail to parse, from its first, before the file is taken to be no
+# JSON lines at all and the import says so once instead of once per line.
+NOT_JSONL_AFTER = 20
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class HeaderLine(msgspec.Struct, tag="header", tag_field="type", kw_only=True):
@@ -283,6 +292,10 @@ def read_lines(stream: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | Non
     lineno = 0
     while raw := stream.readline(limit + 1):
         lineno += 1
+        if lineno == 1 and raw.startswith(UTF8_BOM):
+            # Editors on Windows start UTF-8 files with a byte-order mark; it is no part
+            # of the first line's JSON.
+            raw = raw[len(UTF8_BOM) :]
         if len(raw) > limit and not raw.endswith(b"\n"):
             yield lineno, None
             return
@@ -305,6 +318,7 @@ def _parse(
     """``parse_line``, and whether the line's drawer id was derived (it named none)."""
     if not raw.strip():
         return None, False
+    _check_nesting(raw)
     try:
         line = _line_decoder.decode(raw)
     except msgspec.ValidationError as exc:
@@ -342,6 +356,26 @@ def _parse(
     if line.dim is not None and line.dim != dim:
         raise ValueError(f"header: vectors are {line.dim}-d; this palace takes {dim}")
     return None, False
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+
+
+def _check_nesting(raw: bytes) -> None:
+    """Raise ``ValueError`` when ``raw`` nests arrays/objects deeper than ``MAX_NESTING``.
+
+    Checked on the bytes, before decoding, because the decoder itself overflows the stack
+    on deep input (``RecursionError``, a traceback instead of a bad line). Brackets inside
+    strings do not count; a line that is not JSON is left for the decoder to word."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_NESTING:
+        return  # cannot nest deeper: the common case costs two counts
+    brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", raw))
+    depth = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        if depth > MAX_NESTING:
+            raise ValueError(f"nested more than {MAX_NESTING} levels deep (arrays and objects)")
 
 
 def _id_of(drawer: p.ImportDrawer) -> str:
@@ -508,6 +542,15 @@ def import_jsonl(
             summary.bad.append(BadLine(lineno, str(exc)))
             batch_bad = True
             item = None
+        if not_jsonl := _not_jsonl(raw, lineno, summary, _name_of(stream)):
+            # Said once, for the whole file, instead of the same error on every line.
+            # The first lines all bad are one error, at line 1; after good lines, a
+            # binary line's error is said once, in place of its own, and reading stops.
+            first_all_bad = len(summary.bad) == lineno
+            kept = [] if first_all_bad else summary.bad[:-1]
+            summary.bad = [*kept, BadLine(1 if first_all_bad else lineno, not_jsonl)]
+            _flush(client, palace, batch, True, dry_run, summary)  # held back with it
+            return summary
         if item is not None:
             batch.append((lineno, item))
         if len(batch) >= batch_size:
@@ -521,6 +564,31 @@ def import_jsonl(
     if batch or batch_bad:
         _flush(client, palace, batch, batch_bad, dry_run, summary)
     return summary
+
+
+def _name_of(stream: IO[bytes]) -> str:
+    """What to call the file being read: its path as opened (``<stdin>`` for standard
+    input), or "the input" for a stream with no name."""
+    name = getattr(stream, "name", None)
+    return name if isinstance(name, str) else "the input"
+
+
+def _not_jsonl(raw: bytes, lineno: int, summary: ImportSummary, name: str) -> str | None:
+    """Why the file being imported is no JSON lines at all, or None while it may be: a bad
+    line holding a NUL byte (no JSON text holds one: a binary file), or its first
+    ``NOT_JSONL_AFTER`` lines all bad. Such a file would otherwise report the same error
+    on each of its lines. Called after line ``lineno`` was parsed."""
+    if summary.bad and summary.bad[-1].lineno == lineno and b"\0" in raw:
+        return (
+            f"{name} is not a JSON lines file: it holds NUL bytes (a binary file?); "
+            "nothing after this was read"
+        )
+    if lineno == NOT_JSONL_AFTER and len(summary.bad) == NOT_JSONL_AFTER:
+        return (
+            f"{name} is not a JSON lines file: its first {NOT_JSONL_AFTER} lines are not JSON "
+            f"(line 1: {summary.bad[0].error}); nothing was imported"
+        )
+    return None
 
 
 def _flush(

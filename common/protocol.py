@@ -1217,10 +1217,35 @@ def _embed_texts(path: str, value: Any, lim: LimitsSettings) -> None:
         _within(f"{path}[{i}]", text, most, "[palace] max_text_bytes")
 
 
+# How deeply a drawer's metadata may nest ({"a": [[...]]}: each object and array a level,
+# the metadata object itself the first). Python walks such values recursively (encoding,
+# the secrets scan): far deeper is a RecursionError, not a clear error naming the field.
+# ``client/bulk.py``'s MAX_NESTING holds whole import lines to the same bound.
+MAX_METADATA_DEPTH = 64
+
+
+def _nesting(value: Any) -> int:
+    """How deeply ``value`` nests (0: a scalar), walked without recursion, stopping once
+    past ``MAX_METADATA_DEPTH``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack and deepest <= MAX_METADATA_DEPTH:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list | tuple):
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in item)
+    return deepest
+
+
 def _metadata(path: str, value: Any, lim: LimitsSettings) -> None:
-    """A drawer's metadata, measured as the JSON it is stored as."""
+    """A drawer's metadata, measured as the JSON it is stored as, and no deeper than
+    ``MAX_METADATA_DEPTH``."""
     if value is None:
         return
+    if _nesting(value) > MAX_METADATA_DEPTH:
+        raise OutOfBounds(f"{path}: nested more than {MAX_METADATA_DEPTH} levels deep")
     try:
         size = len(msgspec.json.encode(value))
     except (TypeError, ValueError, msgspec.EncodeError):  # an ext type: measure the wire form

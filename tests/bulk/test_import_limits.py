@@ -166,3 +166,73 @@ def test_times_past_the_calendars_edge_are_a_clear_error(daemon, client, line, f
         done.stderr
     )
     assert "edge" not in client.palace_list()  # nothing got in: the palace it made is gone
+
+
+@pytest.mark.parametrize("depth", [5_000, 100_000])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_deep_nesting_is_a_bad_line_not_a_crash(daemon, client, tmp_path, depth, as_json):
+    """msgspec overflows the stack on deep input (``RecursionError``): such a line must be
+    a bad line like any other, named by number, and nothing deeper than the bound is sent
+    on to a worker (whose metadata walks recurse too)."""
+    from trusty_memory.client.bulk import MAX_NESTING
+
+    deep = "[" * depth + "]" * depth
+    path = tmp_path / "deep.jsonl"
+    path.write_text(jsonl(drawer(20)) + f'{{"content": "deep", "metadata": {{"a": {deep}}}}}\n')
+    palace = f"deep-{depth}-{int(as_json)}"
+    client.palace_create(palace)
+    done = cli(daemon, *(["--json"] if as_json else []), "import", palace, str(path))
+    assert_clean_failure(done)
+    assert "RecursionError" not in done.stderr + done.stdout
+    assert f"line 2: nested more than {MAX_NESTING} levels deep" in done.stderr, done.stderr
+    if as_json:
+        assert json.loads(done.stdout)["held_back"] == 1
+    assert client.palace_info(palace).drawer_count == 0
+
+
+def test_nesting_at_the_bound_is_imported(daemon, client):
+    """The bound counts every bracket of the line (the line's own object included), and
+    brackets inside strings not at all."""
+    from trusty_memory.client.bulk import MAX_NESTING
+
+    inner = MAX_NESTING - 2  # the line's object and the metadata object hold the rest
+    nested = json.loads("[" * inner + "]" * inner)
+    line = drawer(21, content="brackets [[[[{{{{ in text", metadata={"a": nested})
+    client.palace_create("at-bound")
+    done = cli(daemon, "import", "at-bound", "-", stdin=jsonl(line))
+    assert done.returncode == 0, done.stderr
+    assert client.palace_info("at-bound").drawer_count == 1
+
+
+def test_a_leading_byte_order_mark_is_accepted(daemon, client, tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + jsonl(drawer(30), drawer(31)).encode())
+    client.palace_create("bom")
+    done = cli(daemon, "import", "bom", str(path))
+    assert done.returncode == 0, done.stderr
+    assert client.palace_info("bom").drawer_count == 2
+
+
+def test_a_binary_file_is_said_once_not_per_line(daemon, client, tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(bytes(range(256)) * 400)  # many "lines", NUL bytes in the first
+    client.palace_create("blob")
+    for args in ((), ("--json",)):
+        done = cli(daemon, *args, "import", "blob", str(path))
+        assert_clean_failure(done)
+        assert done.stderr.count(f"line 1: {path} is not a JSON lines file") == 1, done.stderr
+        assert "NUL bytes" in done.stderr and "line 2" not in done.stderr, done.stderr
+    assert client.palace_info("blob").drawer_count == 0
+
+
+def test_a_text_file_that_is_not_json_lines_is_said_once(daemon, client, tmp_path):
+    from trusty_memory.client.bulk import NOT_JSONL_AFTER
+
+    path = tmp_path / "notes.txt"
+    path.write_text("".join(f"just some prose, line {i}\n" for i in range(100)))
+    client.palace_create("prose")
+    done = cli(daemon, "import", "prose", str(path))
+    assert_clean_failure(done)
+    assert done.stderr.count(f"line 1: {path} is not a JSON lines file") == 1, done.stderr
+    assert f"its first {NOT_JSONL_AFTER} lines are not JSON" in done.stderr, done.stderr
+    assert "line 2:" not in done.stderr, done.stderr
