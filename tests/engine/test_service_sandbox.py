@@ -88,6 +88,45 @@ def allowed_syscalls(filters: list[str]) -> set[str]:
     return allowed
 
 
+PRIVATE_TMPS = ("/tmp", "/var/tmp")  # what PrivateTmp= replaces
+
+
+def code_paths() -> list[Path]:
+    """Where the daemon's code and interpreter live (the checkout, the virtual environment,
+    everything on ``sys.path``) and the compiled model it serves from."""
+    found = [HERE.parents[1], Path(sys.prefix), Path(sys.base_prefix)]
+    found += [Path(entry) for entry in sys.path if entry]
+    found.append(compiled_model.default_cache_root())
+    return [p.resolve() for p in found if p.exists()]
+
+
+def kept_visible(tmp: str, fd: int) -> list[str]:
+    """Commands that bind back, read-only, the code paths under ``tmp`` after its private
+    tmpfs hid them, reached through descriptor ``fd`` opened on the old ``tmp`` before
+    (``--no-canonicalize``: else ``mount`` resolves ``/proc/self/fd/N`` to the path
+    ``tmp``, the new, empty one).
+
+    A checkout in ``/tmp`` (a fresh clone, a CI runner) would otherwise vanish from inside
+    the sandbox and nothing could start. An installed service never runs from ``/tmp``
+    (systemd's private ``/tmp`` would hide it just the same), so this is a test-machine
+    fix, not a sandbox rule: everything else under ``tmp`` stays hidden, which the probe
+    checks."""
+    real_tmp = Path(tmp).resolve()
+    under = sorted({p for p in code_paths() if p.is_relative_to(real_tmp) and p != real_tmp})
+    outermost = [p for p in under if not any(p != q and p.is_relative_to(q) for q in under)]
+    commands = []
+    for path in outermost:
+        rel = shlex.quote(str(path.relative_to(real_tmp)))
+        target = shlex.quote(str(Path(tmp) / path.relative_to(real_tmp)))
+        make = f"mkdir -p {target}" if path.is_dir() else f"touch {target}"
+        commands += [
+            make,
+            f"mount --no-canonicalize --bind /proc/self/fd/{fd}/{rel} {target}",
+            f"mount -o remount,bind,ro {target}",
+        ]
+    return commands
+
+
 def sandboxed(unit_text: str, workdir: Path, command: list[str] | None = None) -> list[str]:
     """The unit's ExecStart (or ``command``) inside the unit's sandbox."""
     d = directives(unit_text)
@@ -107,11 +146,12 @@ def sandboxed(unit_text: str, workdir: Path, command: list[str] | None = None) -
     mounts += [
         f"mount --bind {shlex.quote(str(p))} {shlex.quote(str(p))}" for p in rw if p.exists()
     ]
-    mounts += [
-        "mount -o remount,bind,ro /",
-        "mount -t tmpfs -o mode=1777 tmpfs /tmp",
-        "mount -t tmpfs -o mode=1777 tmpfs /var/tmp",
-    ]
+    mounts += ["mount -o remount,bind,ro /"]
+    for fd, tmp in enumerate(PRIVATE_TMPS, start=3):
+        mounts += [f"exec {fd}<{tmp}", f"mount -t tmpfs -o mode=1777 tmpfs {tmp}"]
+        mounts += kept_visible(tmp, fd)
+    # Closed before the daemon starts: a descriptor on the old /tmp is a way around it.
+    mounts.append("exec " + " ".join(f"{fd}<&-" for fd, _ in enumerate(PRIVATE_TMPS, start=3)))
     inner = [
         "setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--ambient-caps", "-all",
         "env", *env, sys.executable, str(HERE / "sandbox_exec.py"), *seccomp, "--", *command,
@@ -144,7 +184,8 @@ def test_the_daemon_serves_inside_its_units_sandbox(monkeypatch):
     cache = compiled_model.default_cache_root()
     if not compiled_model.entries(cache):
         pytest.skip(f"no compiled model in {cache}: the sandbox has no network to build one")
-    # Not under /tmp: the unit's private /tmp would hide it, as it would from systemd's.
+    # Not under /tmp: the unit's private /tmp would hide it, as it would from systemd's
+    # (the checkout may be there: ``kept_visible`` binds it back).
     home = Path(tempfile.mkdtemp(prefix=".tm-sbx-", dir=Path.home()))
     work = Path(tempfile.mkdtemp(prefix=".tm-sbx-work-", dir=Path.home()))
     outside_tmp = Path(tempfile.mkdtemp(prefix="tm-sbx-"))  # what PrivateTmp must hide
