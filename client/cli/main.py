@@ -20,7 +20,9 @@ import sys
 
 from trusty_memory.client.cli import (
     admin,
+    capture,
     dreaming,
+    hooks,
     keys,
     kg,
     memory,
@@ -34,7 +36,20 @@ from trusty_memory.client.cli.human import visible
 from trusty_memory.client.cli.output import say
 from trusty_memory.client.cli.parser import Parser
 
-GROUPS = (server, memory, palaces, kg, transfer, scrub, dreaming, admin, service, keys)
+GROUPS = (
+    server,
+    memory,
+    palaces,
+    kg,
+    transfer,
+    scrub,
+    dreaming,
+    admin,
+    service,
+    keys,
+    hooks,
+    capture,
+)
 
 DESCRIPTION = """\
 trusty-memory: long-term memory for coding agents, shared by every agent on the machine.

@@ -2,6 +2,9 @@
 
 * ``trusty-memory://palace/NAME`` - a palace: its ``palace_info`` as JSON.
 * ``trusty-memory://palace/NAME/drawer/ID`` - a drawer, whole (``memory_get``'s fields).
+* ``trusty-memory://palace/NAME/wake-up`` - the palace's wake-up context as plain text
+  (``client/capture/wake_up.py``: its identity and most important notes, about 800 tokens),
+  for a client that puts it in the system prompt; reading it counts no recall.
 
 ``resources/list`` pages through the palaces, ``PAGE`` at a time, described from what each
 writer last wrote down (``palace_summaries``: drawer count, last write), so listing never
@@ -28,8 +31,10 @@ SCHEME = "trusty-memory://"
 PAGE = 100
 RESOURCE_NOT_FOUND = -32002
 INVALID_PARAMS = -32602
-_URI = re.compile(r"^trusty-memory://palace/([^/]+)(?:/drawer/([^/]+))?$")
+_URI = re.compile(r"^trusty-memory://palace/([^/]+)(?:/drawer/([^/]+)|(/wake-up))?$")
 MIME = "application/json"
+TEXT = "text/plain"
+WAKE_UP = "wake-up"
 
 
 def palace_uri(name: str) -> str:
@@ -40,17 +45,21 @@ def drawer_uri(palace: str, drawer_id: str) -> str:
     return f"{palace_uri(palace)}/drawer/{quote(drawer_id, safe='')}"
 
 
-def parse_uri(uri: str) -> tuple[str, str | None]:
-    """``(palace, drawer id or None)`` of one of our URIs; ``ValueError`` naming the
-    problem otherwise."""
+def wake_up_uri(palace: str) -> str:
+    return f"{palace_uri(palace)}/{WAKE_UP}"
+
+
+def parse_uri(uri: str) -> tuple[str, str | None, bool]:
+    """``(palace, drawer id or None, whether it is the wake-up)`` of one of our URIs;
+    ``ValueError`` naming the problem otherwise."""
     match = _URI.match(uri)
     if match is None:
         raise ValueError(
-            f"not a trusty-memory resource: {uri!r} (expected {SCHEME}palace/NAME or"
-            f" {SCHEME}palace/NAME/drawer/ID)"
+            f"not a trusty-memory resource: {uri!r} (expected {SCHEME}palace/NAME,"
+            f" {SCHEME}palace/NAME/drawer/ID or {SCHEME}palace/NAME/{WAKE_UP})"
         )
     drawer = match.group(2)
-    return unquote(match.group(1)), unquote(drawer) if drawer else None
+    return unquote(match.group(1)), unquote(drawer) if drawer else None, bool(match.group(3))
 
 
 def _encode(state: dict[str, Any]) -> str:
@@ -100,6 +109,18 @@ def resource_handlers(front: Any) -> dict[str, Any]:
                 raise MCPError(INVALID_PARAMS, exc.message) from None
             raise MCPError(-32603, exc.message) from None
 
+    async def read_wake_up(palace: str) -> str:
+        from trusty_memory.client.capture.wake_up import wake_up_async
+
+        try:
+            return await wake_up_async(front.client(), palace)
+        except TrustyError as exc:
+            if exc.code == ErrorCode.PALACE_NOT_FOUND:
+                raise MCPError(RESOURCE_NOT_FOUND, exc.message) from None
+            if exc.code == ErrorCode.INVALID_PALACE_NAME:
+                raise MCPError(INVALID_PARAMS, exc.message) from None
+            raise MCPError(-32603, exc.message) from None
+
     async def on_list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         cursor = getattr(params, "cursor", None) if params is not None else None
         try:
@@ -140,6 +161,14 @@ def resource_handlers(front: Any) -> dict[str, Any]:
                 description="One whole drawer as JSON (as memory_get returns it)",
                 mime_type=MIME,
             ),
+            types.ResourceTemplate(
+                uri_template=f"{SCHEME}palace/{{palace}}/{WAKE_UP}",
+                name=WAKE_UP,
+                title="A palace's wake-up context",
+                description="Plain text for a system prompt: the palace's description and its"
+                " most important recent notes (about 800 tokens); reading it counts no recall",
+                mime_type=TEXT,
+            ),
         ]
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
@@ -148,9 +177,17 @@ def resource_handlers(front: Any) -> dict[str, Any]:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            palace, drawer_id = parse_uri(uri)
+            palace, drawer_id, wake_up = parse_uri(uri)
         except ValueError as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
+        if wake_up:
+            return types.ReadResourceResult(
+                contents=[
+                    types.TextResourceContents(
+                        uri=uri, mime_type=TEXT, text=await read_wake_up(palace)
+                    )
+                ]
+            )
         if drawer_id is None:
             data = await call("palace_info", {}, palace)
         else:

@@ -234,6 +234,7 @@ def test_extended_tools_and_resources_through_the_sdk():
             assert [t.uri_template for t in templates] == [
                 "trusty-memory://palace/{palace}",
                 "trusty-memory://palace/{palace}/drawer/{drawer_id}",
+                "trusty-memory://palace/{palace}/wake-up",
             ]
             with pytest.raises(MCPError) as info_err:
                 await session.read_resource(f"trusty-memory://palace/{p}/drawer/{missing}")
@@ -326,7 +327,7 @@ def test_the_relays_own_answer_is_the_hosts_with_the_extended_set():
                 assert answer["id"] == 2 and local == answer["result"], version
                 assert len(local["tools"]) == len(EXTENDED_NAMES)
                 templates = s.call(3, "resources/templates/list")["result"]
-                assert len(templates["resourceTemplates"]) == 2
+                assert len(templates["resourceTemplates"]) == 3
             finally:
                 s.kill()
     finally:
@@ -356,7 +357,7 @@ def test_direct_mode_and_http_serve_the_extended_set(raw_serve, mcp_home):
     stdio_tools = s.call(1, "tools/list", {"_meta": {}})["result"]["tools"]
     assert [t["name"] for t in stdio_tools] == EXTENDED_NAMES
     templates = s.call(2, "resources/templates/list")["result"]["resourceTemplates"]
-    assert [t["name"] for t in templates] == ["palace", "drawer"]
+    assert [t["name"] for t in templates] == ["palace", "drawer", "wake-up"]
     refused = s.call(3, "tools/call", {"name": "palace_delete", "arguments": {"name": "x"}})
     assert refused["error"]["code"] == -32603
     assert refused["error"]["message"].startswith("palace_delete: 'confirm' must be true")

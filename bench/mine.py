@@ -1,0 +1,81 @@
+"""Mining speed: notes/s of ``trusty-memory mine`` on a generated Claude Code transcript,
+against a fresh home's daemon, beside the embedder's own batch ceiling measured in the
+same run (``palace_import`` of the same texts, pre-batched, no parsing): mining is
+embedding-bound, so the ratio says what the capture layer costs.
+
+    .venv/bin/python bench/mine.py --exchanges 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.capture.claude_code import transcript, write_transcript
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--exchanges", type=int, default=2000)
+    args = ap.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="tmb-"))
+    env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home)}
+    qa = [
+        (f"Question {i}: where is service {i}?", f"Service {i} runs on host h{i}, port {i}.")
+        for i in range(args.exchanges)
+    ]
+    path = write_transcript(home / "t" / f"{uuid.uuid4()}.jsonl", transcript("s", "/w/b", qa))
+    cli = [sys.executable, "-m", "trusty_memory.client.cli.main"]
+    from trusty_memory.client.sync import Client  # after the env: the home is read on use
+
+    os.environ["TRUSTY_MEMORY_HOME"] = str(home)
+    drawers = [{"content": f"User: {q}\n\nAssistant: {a}"} for q, a in qa]
+    with Client() as c:
+        c.palace_create("ceiling")
+        t0 = time.monotonic()
+        for i in range(0, len(drawers), 100):
+            c.call(
+                "palace_import",
+                {"drawers": drawers[i : i + 100], "triples": []},
+                palace="ceiling",
+                timeout=600,
+            )
+        ceiling = len(drawers) / (time.monotonic() - t0)
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [*cli, "mine", "bench", str(path), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    mined = time.monotonic() - t0
+    report = json.loads(r.stdout)
+    rate = report["stored"] / mined
+    print(
+        json.dumps(
+            {
+                "exchanges": args.exchanges,
+                "mine_s": round(mined, 2),
+                "mine_per_s": round(rate, 1),
+                "ceiling_per_s": round(ceiling, 1),
+                "ratio": round(rate / ceiling, 3),
+            }
+        )
+    )
+    subprocess.run([*cli, "stop"], env=env, capture_output=True)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
