@@ -62,14 +62,19 @@ WORDS = [
 ]
 
 
+def note(rng: random.Random, i: int) -> str:
+    """A ~600-character note, unique (the embedder's cache must not answer for it)."""
+    words = [f"note {i}:"]
+    while sum(len(w) + 1 for w in words) < 600:
+        words.append(rng.choice(WORDS))
+    return " ".join(words)[:600]
+
+
 def notes(path: Path, count: int) -> None:
     rng = random.Random(36)
     with path.open("w") as out:
         for i in range(count):
-            words = [f"note {i}:"]
-            while sum(len(w) + 1 for w in words) < 600:
-                words.append(rng.choice(WORDS))
-            out.write(json.dumps({"content": " ".join(words)[:600], "room": "Bulk"}) + "\n")
+            out.write(json.dumps({"content": note(rng, i), "room": "Bulk"}) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from trusty_memory.client.capture.exchanges import Exchange, drawer_id, str_field
+from trusty_memory.client.capture.exchanges import Exchange, export_exchange, str_field
 
 KIND = "chatgpt"
 MAX_PATH = 100_000  # nodes walked back from current_node: a cycle ends here, not in a hang
@@ -83,21 +83,4 @@ def exchanges(data: object, source: str) -> Iterator[Exchange]:
 
 
 def _exchange(ex: dict[str, Any], cid: str, title: str, source: str) -> Exchange:
-    parts = []
-    if ex["user"]:
-        parts.append("User: " + "\n\n".join(ex["user"]))
-    if ex["assistant"]:
-        parts.append("Assistant: " + "\n\n".join(ex["assistant"]))
-    return Exchange(
-        key=drawer_id(KIND, cid, ex["id"]),
-        content="\n\n".join(parts),
-        created_at=ex["at"],
-        room=None,
-        metadata={
-            "source": KIND,
-            "session_id": cid,
-            "title": title,
-            "source_file": source,
-            "message_uuids": ex["ids"][:64],
-        },
-    )
+    return export_exchange(KIND, cid, ex, title, source)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from trusty_memory.client.capture.exchanges import Exchange, drawer_id, str_field
+from trusty_memory.client.capture.exchanges import Exchange, export_exchange, str_field
 
 KIND = "claude-ai"
 
@@ -57,21 +57,4 @@ def exchanges(data: object, source: str) -> Iterator[Exchange]:
             groups[-1][role].append(text)
             groups[-1]["ids"].append((str_field(m, "uuid") or "")[:64])
         for g in groups:
-            parts = []
-            if g["user"]:
-                parts.append("User: " + "\n\n".join(g["user"]))
-            if g["assistant"]:
-                parts.append("Assistant: " + "\n\n".join(g["assistant"]))
-            yield Exchange(
-                key=drawer_id(KIND, cid, g["id"]),
-                content="\n\n".join(parts),
-                created_at=g["at"],
-                room=None,
-                metadata={
-                    "source": KIND,
-                    "session_id": cid,
-                    "title": title,
-                    "source_file": source,
-                    "message_uuids": g["ids"][:64],
-                },
-            )
+            yield export_exchange(KIND, cid, g, title, source)

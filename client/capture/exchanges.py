@@ -93,3 +93,29 @@ def bounded(text: str, limit: int) -> tuple[str, bool]:
     marker = f"\n[… {len(raw) - limit} more bytes not kept]"
     keep = raw[: max(0, limit - len(marker.encode()))].decode(errors="ignore")
     return keep + marker, True
+
+
+def export_exchange(
+    kind: str, cid: str, group: dict[str, Any], title: str, source: str
+) -> Exchange:
+    """One exchange of a chat export (ChatGPT's or Claude.ai's): ``group`` holds its first
+    message's ``id`` and time (``at``), the ``user`` and ``assistant`` texts, and the
+    message ``ids``; the conversation id and title go to metadata."""
+    parts = []
+    if group["user"]:
+        parts.append("User: " + "\n\n".join(group["user"]))
+    if group["assistant"]:
+        parts.append("Assistant: " + "\n\n".join(group["assistant"]))
+    return Exchange(
+        key=drawer_id(kind, cid, group["id"]),
+        content="\n\n".join(parts),
+        created_at=group["at"],
+        room=None,
+        metadata={
+            "source": kind,
+            "session_id": cid,
+            "title": title,
+            "source_file": source,
+            "message_uuids": group["ids"][:64],
+        },
+    )

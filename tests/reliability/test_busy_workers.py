@@ -29,54 +29,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.import_under_load import note
 from tests.conftest import Daemon, run_cli, wait_until
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
 
 EXPIRY_S = 3  # [broker] worker_expiry_s in the test home (the default is 60)
 NOTES = 500  # one import batch: two embedder calls of 256 and 244 texts
-WORDS = [
-    "cache",
-    "build",
-    "index",
-    "vector",
-    "palace",
-    "writer",
-    "embedder",
-    "broker",
-    "socket",
-    "heartbeat",
-    "import",
-    "batch",
-    "thread",
-    "queue",
-    "deadline",
-    "supervisor",
-    "restart",
-    "kernel",
-    "compile",
-    "linker",
-    "module",
-    "test",
-    "schema",
-    "migration",
-    "replica",
-    "commit",
-    "rollback",
-    "latency",
-    "throughput",
-    "memory",
-    "agent",
-    "session",
-]
-
-
-def note(rng: random.Random, i: int) -> str:
-    """A ~600-character note, unique (the embedder's cache must not answer for it)."""
-    words = [f"note {i}:"]
-    while sum(len(w) + 1 for w in words) < 600:
-        words.append(rng.choice(WORDS))
-    return " ".join(words)[:600]
 
 
 @contextlib.contextmanager
