@@ -10,8 +10,8 @@ What a drawer keeps: a person's prompt (a ``user`` line with text, not one that 
 returns tool results) and everything the assistant said until the next prompt, verbatim.
 Thinking is dropped (the model's scratch work, not a decision; signed, bulky); a tool call
 becomes one line (``[tool Bash: {"command": "pytest -q"}]``) so a drawer says what ran;
-tool results are dropped: in a real-format transcript they are most of the bytes and hold
-logs, file bodies and secrets (measured in the report of issue 39). Sub-agent lines
+tool results are dropped: they hold logs, file bodies and secrets, bulk a later question
+rarely needs (a judgement, not yet measured on real transcripts: none were at hand). Sub-agent lines
 (``isSidechain: true``, and ``agent-*.jsonl`` files) are kept as their own drawers tagged
 ``sidechain``: their findings are often what the main thread acted on.
 """
