@@ -17,12 +17,14 @@ import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
-from trusty_memory.common.credentials.fields import FieldGuard
-from trusty_memory.common.credentials.redactor import Redactor, home_key
 from trusty_memory.common.names import validate_palace_name
+
+if TYPE_CHECKING:
+    from trusty_memory.common.credentials.fields import FieldGuard
 
 DB_FILE = "palace.sqlite3"  # drawers, vectors, triples, the change log: the truth
 META_FILE = "palace.json"  # name, description, created_at, readers (the broker's)
@@ -84,7 +86,12 @@ def exists(config: Config, name: str) -> bool:
 
 def fields_guard(config: Config, method: str) -> FieldGuard:
     """``[privacy] secrets`` over the strings a palace's own file keeps (its name and
-    description), as a palace worker applies it to drawers (``common/credentials``)."""
+    description), as a palace worker applies it to drawers (``common/credentials``).
+    Imported here, on first use: the broker pays for the credential rules (~28 ms of
+    imports) when a palace is made, not at every start."""
+    from trusty_memory.common.credentials.fields import FieldGuard
+    from trusty_memory.common.credentials.redactor import Redactor, home_key
+
     return FieldGuard(config.privacy.secrets, lambda: Redactor(home_key(config.home)), method)
 
 
