@@ -65,6 +65,7 @@ import msgspec
 
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
+from trusty_memory.common.json_depth import nesting_over
 from trusty_memory.workers.store.bulk import check_drawer, check_triple
 
 FORMAT = "trusty-memory/1"
@@ -358,24 +359,13 @@ def _parse(
     return None, False
 
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
-
-
 def _check_nesting(raw: bytes) -> None:
     """Raise ``ValueError`` when ``raw`` nests arrays/objects deeper than ``MAX_NESTING``.
 
     Checked on the bytes, before decoding, because the decoder itself overflows the stack
-    on deep input (``RecursionError``, a traceback instead of a bad line). Brackets inside
-    strings do not count; a line that is not JSON is left for the decoder to word."""
-    if raw.count(b"[") + raw.count(b"{") <= MAX_NESTING:
-        return  # cannot nest deeper: the common case costs two counts
-    brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", raw))
-    depth = 0
-    for byte in brackets:
-        depth += 1 if byte in b"[{" else -1
-        if depth > MAX_NESTING:
-            raise ValueError(f"nested more than {MAX_NESTING} levels deep (arrays and objects)")
+    on deep input (``RecursionError``, a traceback instead of a bad line)."""
+    if nesting_over(raw, MAX_NESTING):
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep (arrays and objects)")
 
 
 def _id_of(drawer: p.ImportDrawer) -> str:

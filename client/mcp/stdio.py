@@ -58,7 +58,14 @@ from trusty_memory.client.mcp.lines import (
     LineSplitter,
     TooLong,
     configured_limits,
+    salvage,
 )
+from trusty_memory.common.json_depth import nesting_over
+
+# How deeply a request may nest, arrays and objects: the envelope, params and arguments
+# above a drawer's metadata (common.protocol.MAX_METADATA_DEPTH, 64), with room to spare.
+MAX_NESTING = 100
+NESTING_TOO_DEEP = f"nested more than {MAX_NESTING} levels deep (arrays and objects)"
 
 # The handshake revisions the SDK serves (mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS,
 # kept in step by a test). Copied, because importing mcp_types costs ~250 ms.
@@ -454,6 +461,14 @@ class StdioEdge:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             self.send(error_message(None, PARSE_ERROR, f"Parse error: invalid UTF-8: {exc}"))
+            return
+        if nesting_over(line, MAX_NESTING):
+            # Refused before decoding, on every Python alike (3.11's decoder gives up near
+            # 1,000 levels, 3.13's parses far deeper). Answered with the request's id when
+            # one can be read, as a line too long is.
+            found = salvage(line)
+            rid = found.id if "method" in found.keys else None
+            self.send(error_message(rid, PARSE_ERROR, f"Parse error: {NESTING_TOO_DEEP}"))
             return
         try:
             message = json.loads(text, parse_constant=_reject_constant)

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import Daemon, _short_tmp
 from tests.mcp.conftest import RawServe
+from trusty_memory.client.mcp.stdio import MAX_NESTING, NESTING_TOO_DEEP
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
 
@@ -48,7 +49,12 @@ def test_deeper_metadata_is_invalid_params_naming_the_field(client, depth):
     assert client.palace_info(f"nest-{depth}").drawer_count == 0
 
 
-@pytest.mark.parametrize("depth", [5_000, 100_000])
+def test_a_request_may_nest_as_deep_as_metadata_may():
+    # The envelope, params and arguments sit above a drawer's metadata.
+    assert MAX_NESTING >= p.MAX_METADATA_DEPTH + 3
+
+
+@pytest.mark.parametrize("depth", [200, 5_000, 100_000])
 def test_deep_metadata_over_mcp_is_a_clear_error(depth):
     home = _short_tmp("tmn-")
     s = RawServe(home, "--palace", "agent")
@@ -66,6 +72,10 @@ def test_deep_metadata_over_mcp_is_a_clear_error(depth):
         error = reply.get("error") or {}
         result = reply.get("result") or {}
         assert error or result.get("isError"), said
+        # The same answer on every Python: 3.11's decoder gives up near 1,000 levels,
+        # 3.13's parses far deeper, so the edge measures the bytes first.
+        assert error.get("message") == f"Parse error: {NESTING_TOO_DEEP}", said
+        assert reply["id"] == 7, said  # the id is read from the line it refused
         listed = s.tool(8, "memory_list", {})["result"]["structuredContent"]
         assert listed["drawers"] == []  # nothing stored, and the session still serves
     finally:

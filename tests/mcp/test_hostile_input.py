@@ -12,6 +12,7 @@ import sys
 import time
 
 from trusty_memory.client.mcp.lines import MAX_LINE_BYTES
+from trusty_memory.client.mcp.stdio import NESTING_TOO_DEEP
 
 NO_DAEMON = {"TRUSTY_MEMORY_BROKER_FRONTEND": "tcp://127.0.0.1:9"}
 
@@ -36,7 +37,7 @@ def test_deep_nesting_is_a_parse_error(raw_serve):
     s.write(b"[" * 100_000)
     err = s.recv()
     assert err["id"] is None and err["error"]["code"] == -32700
-    assert "nested too deeply" in err["error"]["message"]
+    assert err["error"]["message"] == f"Parse error: {NESTING_TOO_DEEP}"
     _still_serving(s)
 
 
