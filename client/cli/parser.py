@@ -23,7 +23,17 @@ _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error suggests the nearest verb, and is JSON under ``--json``."""
+    """argparse, but a usage error suggests the nearest verb or option, is said by the verb
+    it concerns, and is JSON under ``--json``."""
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse leaves what a verb did not know to the top-level parser, which names no
+        # verb and shows its own usage: the verb that was given answers instead.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            verb = chosen(self, parsed)
+            verb.error(unrecognized(verb, extras))
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         message = suggest(message)
@@ -45,6 +55,38 @@ def suggest(message: str) -> str:
     if not near:
         return message
     return message[: found.start()] + f"invalid choice: '{typed}': did you mean {near[0]}?"
+
+
+def chosen(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The innermost (sub)parser ``args`` went through: ``palace create``'s for
+    ``palace create demo``, the top-level one when no verb was given."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(args, action.dest, None)
+            if name in action.choices:
+                return chosen(action.choices[name], args)
+    return parser
+
+
+def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """argparse's "unrecognized arguments" message, with the option of ``parser`` nearest
+    to the first unknown one when one is close (``--limt``: did you mean --limit?)."""
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    offered = [
+        option
+        for action in parser._actions
+        if action.help is not argparse.SUPPRESS
+        for option in action.option_strings
+        if option.startswith("--")
+    ]
+    for extra in extras:
+        if extra.startswith("--") and len(extra) > 2:
+            typed = extra.split("=", 1)[0]
+            near = difflib.get_close_matches(typed, offered, n=1, cutoff=0.6)
+            if near:
+                return f"{message}: did you mean {near[0]}?"
+            break
+    return message
 
 
 def command(

@@ -1,0 +1,47 @@
+"""What the command line says when something typed is wrong: a mistyped option is answered
+by its verb, with the nearest option (issue 40). Real processes, as a person meets them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
+
+
+def run(home, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home)}
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_mistyped_option_gets_the_verbs_usage_and_the_nearest_option(tmp_path):
+    typo = run(tmp_path, "list", "demo", "--limt", "3")
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert typo.stderr.startswith("usage: trusty-memory list "), typo.stderr
+    assert "COMMAND" not in typo.stderr  # not the top-level usage
+    assert typo.stderr.rstrip().endswith(
+        "trusty-memory list: error: unrecognized arguments: --limt 3: did you mean --limit?"
+    ), typo.stderr
+
+    nested = run(tmp_path, "palace", "create", "x", "--descripton=y")
+    assert nested.returncode == 2
+    assert nested.stderr.startswith("usage: trusty-memory palace create "), nested.stderr
+    assert "did you mean --description?" in nested.stderr
+
+    far = run(tmp_path, "list", "demo", "--zzzzzz")
+    assert far.returncode == 2 and "unrecognized arguments: --zzzzzz" in far.stderr
+    assert "did you mean" not in far.stderr
+    extra = run(tmp_path, "list", "demo", "surplus")
+    assert extra.returncode == 2 and "trusty-memory list: error: unrecognized" in extra.stderr
+
+    scripted = run(tmp_path, "list", "demo", "--limt", "3", "--json")
+    assert scripted.returncode == 2
+    assert json.loads(scripted.stdout) == {
+        "error": {
+            "code": 2,
+            "message": "trusty-memory list: unrecognized arguments: --limt 3:"
+            " did you mean --limit?",
+        }
+    }
