@@ -14,8 +14,10 @@ what they need when they run, so ``serve`` starts without paying for the others.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
 
 from trusty_memory.client.cli import (
@@ -128,10 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except TrustyError as exc:
+        hint = palace_hint(exc, args)
         if args.json:
-            print(json.dumps({"error": {"code": int(exc.code), "message": exc.message}}))
+            error: dict = {"code": int(exc.code), "message": exc.message}
+            if hint:
+                error["hint"] = hint
+            print(json.dumps({"error": error}))
         else:
             say_error(exc)
+            if hint:
+                say(f"trusty-memory: hint: {hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -140,6 +148,33 @@ def main(argv: list[str] | None = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+_NO_PALACE = re.compile(r"palace not found: ([A-Za-z0-9._-]+)")
+
+
+def palace_hint(exc, args) -> str | None:
+    """For "palace not found: NAME" (the daemon's words, which the contract fixes), what a
+    person can do: the palace of that name there is nearest to it, and how to create it
+    (``serve --palace NAME`` creates its palace; the other verbs do not)."""
+    from trusty_memory.common.protocol import ErrorCode
+
+    found = _NO_PALACE.fullmatch(exc.message)
+    if exc.code != ErrorCode.PALACE_NOT_FOUND or found is None:
+        return None  # a palace being deleted or moved is not one to create
+    name = found.group(1)
+    remote = f" --daemon {args.daemon}" if getattr(args, "daemon", None) else ""
+    create = f"`trusty-memory palace create {name}{remote}` creates it"
+    try:
+        from trusty_memory.client.cli.output import daemon_client
+
+        palaces = daemon_client().palace_list()
+    except Exception:  # the hint is a courtesy: the error is what was asked about
+        return create
+    near = difflib.get_close_matches(name, palaces, n=1, cutoff=0.6)
+    if not near:
+        return create
+    return f"did you mean {near[0]}? ({create})"
 
 
 def say_error(exc) -> None:

@@ -1,5 +1,6 @@
 """What the command line says when something typed is wrong: a mistyped option is answered
-by its verb, with the nearest option (issue 40). Real processes, as a person meets them."""
+by its verb, with the nearest option; a palace that is not there gets how to create it
+and the nearest palace there is (issue 40). Real processes, as a person meets them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+
+from tests.conftest import run_cli
 
 CLI = [sys.executable, "-m", "trusty_memory.client.cli.main"]
 
@@ -45,3 +48,29 @@ def test_a_mistyped_option_gets_the_verbs_usage_and_the_nearest_option(tmp_path)
             " did you mean --limit?",
         }
     }
+
+
+def test_a_missing_palace_says_how_to_create_it_and_the_nearest_one(daemon):
+    assert run_cli(daemon, "palace", "create", "demo").returncode == 0
+    near = run_cli(daemon, "remember", "dmeo", "a note")
+    assert near.returncode == 1 and near.stdout == ""
+    assert near.stderr.splitlines() == [
+        "trusty-memory: error 2001: palace not found: dmeo",  # the daemon's words, as they were
+        "trusty-memory: hint: did you mean demo? (`trusty-memory palace create dmeo` creates it)",
+    ]
+    far = run_cli(daemon, "list", "nosuch")
+    assert far.returncode == 1
+    assert far.stderr.splitlines()[1:] == [
+        "trusty-memory: hint: `trusty-memory palace create nosuch` creates it"
+    ]
+    scripted = run_cli(daemon, "remember", "dmeo", "a note", "--json")
+    assert scripted.returncode == 1 and scripted.stderr == ""
+    assert json.loads(scripted.stdout) == {
+        "error": {
+            "code": 2001,
+            "message": "palace not found: dmeo",
+            "hint": "did you mean demo? (`trusty-memory palace create dmeo` creates it)",
+        }
+    }
+    other = run_cli(daemon, "show", "demo", "no-such-drawer")
+    assert other.returncode == 1 and "hint" not in other.stderr
