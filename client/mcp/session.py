@@ -19,7 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from trusty_memory.client.mcp.stdio import INTERNAL_ERROR, INVALID_REQUEST, error_message
+from trusty_memory.client.mcp.stdio import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    error_message,
+    spec_tool_errors,
+)
 
 
 class FrontEnd:
@@ -94,7 +100,11 @@ class FrontEnd:
             # shield: one caller giving up must not cancel the attempt the others await
             await asyncio.shield(self._ensure_task())
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, current_spec: bool = False
+    ) -> dict[str, Any]:
+        """Run one tool (``current_spec``: for a session of protocol 2025-06-18 or
+        later, see ``tool_sets.call_tool``); its result, or a ``ToolError``."""
         from trusty_memory.client.mcp.tool_record import ToolError
         from trusty_memory.client.mcp.tool_sets import call_tool
 
@@ -107,6 +117,7 @@ class FrontEnd:
                 default_palace=self.default_palace,
                 before_call=self.ensure_default_palace,
                 tools=self.tools,
+                current_spec=current_spec,
             )
         except ToolError as exc:
             self.log.debug("tool call failed", tool=name, error=exc.message)
@@ -122,7 +133,7 @@ def build_server(front: FrontEnd, version: str) -> Any:
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
 
-    from trusty_memory.client.mcp.tool_record import ToolError
+    from trusty_memory.client.mcp.tool_record import ToolError, UnknownTool
     from trusty_memory.client.mcp.tool_sets import tool_definitions
 
     tools = [
@@ -133,10 +144,23 @@ def build_server(front: FrontEnd, version: str) -> Any:
         return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        # Errors by the revision the session negotiated (stdio.spec_tool_errors): the
+        # contract's -32603 for 2024-11-05 and 2025-03-26; for 2025-06-18 and later a
+        # tool's own failure is a result the model reads (isError, the message as text,
+        # no structuredContent) and an unknown tool is -32602. The message is the same.
+        # A relayed session has the client's own handshake replayed into it (mcp/host.py),
+        # so its version is the client's here too.
+        current = spec_tool_errors(ctx.protocol_version)
         try:
-            result = await front.call_tool(params.name, params.arguments)
+            result = await front.call_tool(params.name, params.arguments, current)
+        except UnknownTool as exc:
+            raise MCPError(INVALID_PARAMS if current else INTERNAL_ERROR, exc.message) from None
         except ToolError as exc:
-            raise MCPError(INTERNAL_ERROR, exc.message) from None
+            if not current:
+                raise MCPError(INTERNAL_ERROR, exc.message) from None
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=exc.message)], is_error=True
+            )
         except Exception as exc:  # a bug or a broken daemon reply: say so, keep serving
             front.log.exception("tool call failed", tool=params.name)
             raise MCPError(INTERNAL_ERROR, f"{params.name}: internal error: {exc}") from None

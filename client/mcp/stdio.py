@@ -72,6 +72,16 @@ NESTING_TOO_DEEP = f"nested more than {MAX_NESTING} levels deep (arrays and obje
 HANDSHAKE_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 
+# The revisions whose sessions get the contract's tool errors (seeds/000, section 6): every
+# failed tools/call is JSON-RPC -32603 with a message naming the cause, and arguments a
+# tool does not declare are ignored. The contract is a 2024-11-05 client's guide; the
+# spec's text on tool errors did not change in 2025-03-26, so those sessions keep it too.
+# Sessions of 2025-06-18 and later get the current spec's shape: a tool's own failure is
+# a result with ``isError: true`` and the message as text, which the model reads and acts
+# on (2025-11-25 says outright that argument errors are such failures), and an unknown
+# tool or a malformed call is -32602. See :func:`spec_tool_errors`.
+CONTRACT_ERROR_VERSIONS = frozenset({"2024-11-05", "2025-03-26"})
+
 # The methods the contract recognises (seeds/000, section 6).
 REQUEST_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call"})
 # ``serve --tools extended`` serves palaces and drawers as MCP resources too.
@@ -115,6 +125,13 @@ def negotiate_version(requested: Any) -> str:
     return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
 
 
+def spec_tool_errors(version: str | None) -> bool:
+    """Whether a session of the negotiated ``version`` gets the current spec's tool errors
+    (``isError`` results, -32602 for an unknown tool, unknown arguments refused) rather
+    than the contract's -32603; None (no handshake yet) is the contract's."""
+    return version is not None and version not in CONTRACT_ERROR_VERSIONS
+
+
 def initialize_result(
     requested_version: Any, version: str, default_palace: str | None, extended: bool = False
 ) -> dict:
@@ -136,7 +153,9 @@ def _tools_call_problem(params: Any) -> str | None:
     """What is wrong with a ``tools/call``'s name or arguments, in the contract's words.
 
     The SDK would answer ``-32602 Invalid request parameters`` without naming the cause;
-    the contract reports every failure to dispatch a tool as ``-32603`` with one.
+    the contract reports every failure to dispatch a tool as ``-32603`` with one, and
+    sessions of 2025-06-18 and later get ``-32602`` with the same message (a call that
+    does not fit the ``tools/call`` schema is a protocol error, not a tool's failure).
     """
     if not isinstance(params, dict):
         return None  # not JSON-RPC at all: the SDK's -32600 Invalid Request
@@ -239,6 +258,7 @@ class StdioEdge:
         self._configured = limits is not None
         self.limits = limits or DEFAULT_LIMITS
         self._suppress: set[str] = set()  # initialize ids whose SDK reply we drop
+        self.protocol_version: str | None = None  # negotiated by the last initialize
         self._reading = True
         self._out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -536,7 +556,8 @@ class StdioEdge:
             self.send(error_message(rid, METHOD_NOT_FOUND, f"Method not found: {method}"))
             return
         if method == "tools/call" and (problem := _tools_call_problem(message.get("params"))):
-            self.send(error_message(rid, INTERNAL_ERROR, problem))
+            code = INVALID_PARAMS if spec_tool_errors(self.protocol_version) else INTERNAL_ERROR
+            self.send(error_message(rid, code, problem))
             return
         if method == "initialize":
             params = message.get("params")
@@ -552,6 +573,7 @@ class StdioEdge:
             result = initialize_result(
                 params["protocolVersion"], self.version, self.default_palace, self.extended
             )
+            self.protocol_version = result["protocolVersion"]
             self.send({"jsonrpc": "2.0", "id": rid, "result": result})
             with self._lock:
                 self._suppress.add(id_key(rid))

@@ -32,11 +32,18 @@ Shape = Callable[[Any], dict[str, Any]]
 
 
 class ToolError(Exception):
-    """A tool call that failed; the message goes to the client as JSON-RPC ``-32603``."""
+    """A tool call that failed. The message goes to the client as JSON-RPC ``-32603``
+    (the contract's answer, for sessions of protocol 2024-11-05 and 2025-03-26), or as a
+    result with ``isError: true`` and the message as its text (2025-06-18 and later)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class UnknownTool(ToolError):
+    """A call to a tool the session's set lacks: for sessions of 2025-06-18 and later a
+    protocol error (``-32602``), not a tool's own failure; ``-32603`` for the contract's."""
 
 
 class Backend(Protocol):
@@ -105,6 +112,47 @@ class Tool:
             # for hosts that only read that one.
             "annotations": {"title": self.title, **self.annotations},
         }
+
+    def argument_names(self, extended: bool) -> list[str]:
+        """The arguments a call may carry, in ``tools/list`` order (``extended``: with
+        the extended set's own)."""
+        names = list(self.input_schema.get("properties", {}))
+        return names + list(self.extended_input) if extended else names
+
+
+# How much of an unknown argument's name an error repeats.
+MAX_NAME_SHOWN = 64
+
+
+def unknown_arguments(tool: str, known: list[str], arguments: Mapping[str, Any]) -> str | None:
+    """The error for a call whose ``arguments`` name something ``known`` does not, naming
+    each unknown one and its nearest known name (``unknown argument 'tgas' (did you mean
+    'tags'?)``), or None when every argument is known.
+
+    Only for sessions of 2025-06-18 and later: the contract's clients send what they send
+    and have always had the rest ignored.
+    """
+    unknown = [key for key in arguments if key not in known]
+    if not unknown:
+        return None
+    import difflib  # here: the relay imports this module only to list the tools
+
+    parts = []
+    unmatched = False
+    for key in unknown:
+        shown = key if len(key) <= MAX_NAME_SHOWN else key[:MAX_NAME_SHOWN] + "..."
+        near = difflib.get_close_matches(key, known, n=1)
+        if near:
+            parts.append(f"'{shown}' (did you mean '{near[0]}'?)")
+        else:
+            parts.append(f"'{shown}'")
+            unmatched = True
+    plural = "s" if len(unknown) > 1 else ""
+    message = f"{tool}: unknown argument{plural} {', '.join(parts)}"
+    if unmatched:
+        takes = ", ".join(f"'{k}'" for k in known) if known else "no arguments"
+        message += f"; {tool} takes {takes}"
+    return message
 
 
 def _copy(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -194,6 +194,17 @@ def tool_json(result: Any) -> dict[str, Any]:
     return data
 
 
+def tool_error(result: Any) -> str:
+    """The message of a failed SDK ``CallToolResult``. The SDK client negotiates the latest
+    protocol revision, and sessions of 2025-06-18 and later get a tool's own failure as a
+    result: ``isError``, the message as its one text content, no ``structuredContent``
+    (the contract's 2024-11-05 sessions get JSON-RPC -32603 with the same message)."""
+    assert result.is_error, result
+    assert len(result.content) == 1 and result.content[0].type == "text", result
+    assert result.structured_content is None, result
+    return result.content[0].text
+
+
 @contextlib.asynccontextmanager
 async def sdk_session(home: Path, *args: str, **env: str) -> AsyncIterator[ClientSession]:
     """An initialized SDK client session with a ``serve`` subprocess."""

@@ -19,7 +19,15 @@ from jsonschema import Draft202012Validator
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Daemon
-from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in, tool_json, wait_for
+from tests.mcp.conftest import (
+    RawServe,
+    sdk_session,
+    short_tmp,
+    stop_daemon_in,
+    tool_error,
+    tool_json,
+    wait_for,
+)
 from tests.mcp.test_http import _http_session, _listening, _token, free_port
 from tests.mcp.test_output_schemas import strict
 from trusty_memory.client.mcp import tools_extended as ext
@@ -100,10 +108,7 @@ def test_extended_tools_and_resources_through_the_sdk():
                 return data
 
             async def refused(name: str, arguments: dict[str, Any]) -> str:
-                with pytest.raises(MCPError) as info:
-                    await session.call_tool(name, arguments)
-                assert info.value.code == -32603
-                return info.value.message
+                return tool_error(await session.call_tool(name, arguments))  # isError
 
             p = "ext"
             await call("palace_create", {"name": p})
@@ -150,8 +155,10 @@ def test_extended_tools_and_resources_through_the_sdk():
             assert await refused("memory_get", {"palace": p, "drawer_id": missing}) == (
                 f"drawer not found: {missing}"
             )
+            # the latest revision is also told how to make the palace
             assert await refused("memory_get", {"palace": "nope", "drawer_id": did}) == (
-                "palace not found: nope"
+                "palace not found: nope. To create 'nope', call the palace_create tool with"
+                ' {"name": "nope"}.'
             )
 
             # memory_search: pages through more than one page, with a filter and a phrase
@@ -353,7 +360,7 @@ def test_direct_mode_and_http_serve_the_extended_set(raw_serve, mcp_home):
     )
     assert [t.name for t in tools.tools] == EXTENDED_NAMES
     assert init.capabilities.resources is not None
-    assert error.message == "memory_recall: missing 'palace' (no --palace default configured)"
+    assert tool_error(error) == "memory_recall: missing 'palace' (no --palace default configured)"
     stdio_tools = s.call(1, "tools/list", {"_meta": {}})["result"]["tools"]
     assert [t["name"] for t in stdio_tools] == EXTENDED_NAMES
     templates = s.call(2, "resources/templates/list")["result"]["resourceTemplates"]

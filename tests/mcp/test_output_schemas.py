@@ -22,9 +22,8 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from mcp.shared.exceptions import MCPError
 
-from tests.mcp.conftest import sdk_session, short_tmp, stop_daemon_in, tool_json
+from tests.mcp.conftest import sdk_session, short_tmp, stop_daemon_in, tool_error, tool_json
 from trusty_memory.client.mcp.tools import TOOL_NAMES
 
 pytestmark = pytest.mark.slow
@@ -79,10 +78,7 @@ def test_every_tool_result_matches_its_output_schema():
                 return data
 
             async def refused(name: str, arguments: dict[str, Any]) -> str:
-                with pytest.raises(MCPError) as info:
-                    await session.call_tool(name, arguments)
-                assert info.value.code == -32603
-                return info.value.message
+                return tool_error(await session.call_tool(name, arguments))  # isError
 
             p = "schemas"
             assert (await call("palace_create", {"name": p, "description": "checks"}))[

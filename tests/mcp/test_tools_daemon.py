@@ -13,10 +13,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Daemon
-from tests.mcp.conftest import RawServe, sdk_session, short_tmp, stop_daemon_in, tool_json
+from tests.mcp.conftest import (
+    RawServe,
+    sdk_session,
+    short_tmp,
+    stop_daemon_in,
+    tool_error,
+    tool_json,
+)
 from trusty_memory.client.sync import Client
 
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
@@ -64,10 +70,8 @@ async def call(session, tool, /, **arguments):
 
 
 async def fails(session, tool, /, **arguments) -> str:
-    with pytest.raises(MCPError) as info:
-        await session.call_tool(tool, arguments, read_timeout_seconds=120)
-    assert info.value.code == -32603
-    return info.value.message
+    """A failed call's message: an ``isError`` result (the SDK client's latest revision)."""
+    return tool_error(await session.call_tool(tool, arguments, read_timeout_seconds=120))
 
 
 def test_all_tools_against_the_daemon(home):
@@ -173,6 +177,44 @@ def test_all_tools_against_the_daemon(home):
             assert (await call(s, "palace_info", palace="client-acme"))["drawer_count"] == 0
 
     asyncio.run(go())
+
+
+def test_palace_not_found_and_unknown_arguments_by_protocol_version(home):
+    """Relayed sessions, errors by the revision each negotiated. The latest (the SDK
+    client's) is told how to create a missing palace and which existing one is near, and
+    a call with an argument the tool does not declare is refused, naming the nearest known
+    one, with nothing stored. A 2024-11-05 session gets the contract's -32603 with the
+    daemon's own message, byte for byte, and an undeclared argument ignored, as always."""
+
+    async def go():
+        async with sdk_session(home) as s:
+            await call(s, "palace_create", name="notes")
+            assert await fails(s, "memory_recall", palace="notez", query="q") == (
+                "palace not found: notez; did you mean 'notes'? To create 'notez', call the"
+                ' palace_create tool with {"name": "notez"}.'
+            )
+            assert await fails(s, "palace_info", palace="qqqqqqqq") == (
+                "palace not found: qqqqqqqq. To create 'qqqqqqqq', call the palace_create"
+                ' tool with {"name": "qqqqqqqq"}.'
+            )
+            typo = await fails(s, "memory_remember", palace="notes", text="typo", tgas=["x"])
+            assert typo == "memory_remember: unknown argument 'tgas' (did you mean 'tags'?)"
+            assert (await call(s, "memory_list", palace="notes"))["drawers"] == []
+
+    asyncio.run(go())
+    raw = RawServe(home)
+    try:
+        raw.initialize("2024-11-05")
+        raw.request(1, "tools/call", {"name": "memory_recall",
+                                      "arguments": {"palace": "notez", "query": "q"}})  # fmt: skip
+        assert raw.lines.get(timeout=120) == (
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"palace not found:'
+            b' notez"}}\n'
+        )
+        stored = raw.tool(2, "memory_remember", {"palace": "notes", "text": "t", "tgas": ["x"]})
+        assert stored["result"]["structuredContent"]["status"] == "stored"
+    finally:
+        raw.kill()
 
 
 def test_rooms(home):

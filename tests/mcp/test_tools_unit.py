@@ -99,3 +99,67 @@ def test_before_call_runs_after_checks_only():
     assert seen == [] and daemon.calls == []
     run(call_tool("palace_create", {"name": "n"}, daemon, before_call=before))
     assert seen == [1]
+
+
+class PalacesDaemon:
+    """A daemon where the palace a call names does not exist; palace_list lists these."""
+
+    def __init__(self, palaces, list_error=None):
+        self.palaces = palaces
+        self.list_error = list_error
+
+    async def call(self, method, params=None, *, palace=None):
+        if method == "palace_list":
+            if self.list_error:
+                raise self.list_error
+            return {"palaces": self.palaces}
+        raise TrustyError(ErrorCode.PALACE_NOT_FOUND, f"palace not found: {palace}")
+
+
+def failure(name, arguments, daemon, **kwargs):
+    with pytest.raises(ToolError) as info:
+        run(call_tool(name, arguments, daemon, **kwargs))
+    return info.value.message
+
+
+def test_palace_not_found_tells_the_current_spec_how_to_create_it():
+    daemon = PalacesDaemon(["notes", "work"])
+    args = {"palace": "Notes", "query": "q"}
+    assert failure("memory_recall", args, daemon) == "palace not found: Notes"
+    assert failure("memory_recall", args, daemon, current_spec=True) == (
+        "palace not found: Notes; did you mean 'notes'? To create 'Notes', call the"
+        ' palace_create tool with {"name": "Notes"}.'
+    )
+    far = {"palace": "zzzz", "query": "q"}
+    assert failure("memory_recall", far, daemon, current_spec=True) == (
+        "palace not found: zzzz. To create 'zzzz', call the palace_create tool with"
+        ' {"name": "zzzz"}.'
+    )
+    # palaces that cannot be listed: no near match, the way to create it all the same
+    broken = PalacesDaemon([], list_error=TrustyError(ErrorCode.INTERNAL, "down"))
+    assert failure("memory_recall", args, broken, current_spec=True).endswith(
+        "palace not found: Notes. To create 'Notes', call the palace_create tool with"
+        ' {"name": "Notes"}.'
+    )
+
+
+def test_unknown_arguments_are_refused_for_the_current_spec_only():
+    daemon = FakeDaemon({"drawer_id": "x", "palace": "p", "status": "stored"})
+    typo = {"palace": "p", "text": "t", "tgas": ["x"]}
+    run(call_tool("memory_remember", typo, daemon))  # the contract's: ignored
+    assert "tgas" not in daemon.calls[0][1]
+    assert failure("memory_remember", typo, daemon, current_spec=True) == (
+        "memory_remember: unknown argument 'tgas' (did you mean 'tags'?)"
+    )
+    assert len(daemon.calls) == 1  # refused before the daemon is asked
+    long = "x" * 100
+    assert failure("palace_list", {long: 1}, daemon, current_spec=True) == (
+        f"palace_list: unknown argument '{'x' * 64}...'; palace_list takes no arguments"
+    )
+    # kg_query's as_of is the extended set's: unknown in the contract's
+    as_of = {"palace": "p", "subject": "s", "as_of": "2026-01-01"}
+    assert failure("kg_query", as_of, daemon, current_spec=True) == (
+        "kg_query: unknown argument 'as_of'; kg_query takes 'palace', 'subject'"
+    )
+    run(call_tool("kg_query", as_of, FakeDaemon({"subject": "s", "triples": []}),
+                  tools="extended", current_spec=True))  # fmt: skip
