@@ -196,7 +196,8 @@ LINE_EVERY_S = 5.0
 
 class Progress:
     """How far an import or export is, on stderr: on a terminal one line redrawn with
-    ``\r``, elsewhere a line of its own every ``LINE_EVERY_S``. A clock thread writes it
+    ``\r``, elsewhere a line of its own every ``LINE_EVERY_S`` and one at the end
+    (:meth:`finish`: every line read and stored, 100%). A clock thread writes it
     as well as ``update``: while the daemon stores a batch (500 texts to embed take tens of
     seconds) nothing calls ``update``, and the report must go on (with its seconds)."""
 
@@ -262,6 +263,13 @@ class Progress:
             with contextlib.suppress(OSError, ValueError):  # stderr closed: nothing to tell
                 self.stream.write(line)
                 self.stream.flush()
+
+    def finish(self) -> None:
+        """The work is done: report how it ended now, whatever the interval (a terminal's
+        line redrawn, elsewhere a line of its own, a short run's only one), then
+        :meth:`close`."""
+        self._draw()
+        self.close()
 
     def close(self) -> None:
         """Stop the clock; a terminal's line is ended, so what follows starts afresh."""
@@ -543,17 +551,35 @@ def import_jsonl(
             return summary
         if item is not None:
             batch.append((lineno, item))
+        fraction = read / total_bytes if total_bytes else None
+        if progress is not None:  # first: while a batch is stored, this line was read
+            _report(progress, lineno, fraction, summary, dry_run)
         if len(batch) >= batch_size:
             if not _flush(client, palace, batch, batch_bad, dry_run, summary):
                 return summary
             batch, batch_bad = [], False
-        if progress is not None:
-            stored = summary.imported + summary.skipped
-            fraction = read / total_bytes if total_bytes else None
-            progress.update(lineno, fraction=fraction, stored=None if dry_run else stored)
+            if progress is not None:  # and now its drawers are stored
+                _report(progress, lineno, fraction, summary, dry_run)
     if batch or batch_bad:
         _flush(client, palace, batch, batch_bad, dry_run, summary)
+    if progress is not None:
+        # Every line read and every batch stored: the last report says so, whatever the
+        # interval (a file's byte-order mark is never counted as read: 100% all the same).
+        _report(progress, summary.lines, 1.0 if total_bytes else None, summary, dry_run)
+        progress.finish()
     return summary
+
+
+def _report(
+    progress: Progress,
+    lineno: int,
+    fraction: float | None,
+    summary: ImportSummary,
+    dry_run: bool,
+) -> None:
+    """Lines read so far, and the drawers the palace holds of them (none on a dry run)."""
+    stored = None if dry_run else summary.imported + summary.skipped
+    progress.update(lineno, fraction=fraction, stored=stored)
 
 
 def _name_of(stream: IO[bytes]) -> str:

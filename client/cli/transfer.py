@@ -3,6 +3,7 @@ the work; here are the files, the progress line and what is said at the end)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -118,6 +119,22 @@ def _say_interrupted(palace: str, created: bool) -> None:
     say(f"import {palace}: interrupted{more}", file=sys.stderr, flush=True)
 
 
+IMPORT_FORMAT = """\
+the file: JSON lines, one object a line (what `export` writes). A drawer needs only
+"content"; room, tags, importance, created_at, metadata and drawer_id are optional:
+  {"content": "The staging DB listens on port 5433", "room": "Configuration", "tags": ["db"]}
+A line without drawer_id gets an id derived from its text, room and metadata, so importing
+the same file again skips what is in. A knowledge-graph fact says "type": "triple":
+  {"type": "triple", "subject": "auth-service", "predicate": "deployed_version",
+   "object": "2.4.1", "valid_from": "2026-05-10T14:32:00Z"}
+(one object a line in the file; this one is folded here). Bad lines are reported with
+their numbers, and a batch holding one is not sent.
+
+progress goes to stderr: lines read, drawers stored, rate and seconds, redrawn on a
+terminal, elsewhere a line every 5 s and a last one when every line is stored:
+  import notes: 100.0% 5,000 lines, 5,000 stored, 310/s, 16 s"""
+
+
 def register(sub) -> None:
     s = command(
         sub,
@@ -137,6 +154,8 @@ def register(sub) -> None:
         "load JSON lines into a palace (idempotent by drawer id)",
         remote=True,
     )
+    s.formatter_class = argparse.RawDescriptionHelpFormatter
+    s.epilog = IMPORT_FORMAT
     s.add_argument("palace", help="palace name (created if missing)")
     s.add_argument("file", help="JSONL file, or - for stdin")
     s.add_argument("--batch-size", type=int, default=500, help="lines per transaction")
