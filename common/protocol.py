@@ -73,8 +73,10 @@ def palace_service(palace: str) -> str:
 class ErrorCode(enum.IntEnum):
     """Numeric error codes, grouped by family (the thousands digit).
 
-    The message that goes with a code always names the cause; the MCP front end maps
-    every code onto JSON-RPC ``-32603`` as the contract requires, keeping the message.
+    The message that goes with a code always names the cause; the MCP front end keeps the
+    message and maps every code onto JSON-RPC ``-32603`` as the contract requires (for
+    sessions of protocol 2024-11-05 and 2025-03-26), or onto a tool result with
+    ``isError`` (2025-06-18 and later: ``client/mcp/session.py``).
     """
 
     # 1xxx validation: the caller sent something we will not accept.
