@@ -13,7 +13,8 @@ Bounds only where the contract states them, and only ones the server already enf
 outside [0, 1]), so a schema-checking client refuses nothing the server would accept.
 ``top_k``'s upper limit is a setting (``[palace] max_top_k``), so the schema names none.
 
-Results are the shapes of section 5 of the contract, field for field, in its order.
+Results are the shapes of section 5 of the contract, field for field, in its order;
+``memory_list``'s drawers add ``room`` after them (the contract's results allow more).
 This set imports nothing of the extended one (``tools_extended.py``); ``tool_sets.py``
 lists and calls both.
 """
@@ -165,7 +166,8 @@ MEMORY_RECALL_DEEP = Tool(
     handler=_recall,
 )
 
-_DRAWER = ("drawer_id", "content", "importance", "tags", "created_at")
+# The contract's fields, then ``room`` (beyond it: set on remember, a filter here).
+_DRAWER = ("drawer_id", "content", "importance", "tags", "created_at", "room")
 
 
 def _list(a: Args, default_palace: str | None) -> Plan:
@@ -176,6 +178,13 @@ def _list(a: Args, default_palace: str | None) -> Plan:
 
 def _shape_list(data: Any) -> dict[str, Any]:
     return pick_list(data, ("palace",), "drawers", _DRAWER)
+
+
+def _with_room(drawer: dict[str, Any]) -> dict[str, Any]:
+    """A listed drawer's schema with ``room`` added, optional: not one of the contract's
+    fields, so its ``required`` stays the contract's."""
+    properties = {**drawer["properties"], "room": string("The drawer's room")}
+    return {**drawer, "properties": properties}
 
 
 MEMORY_LIST = Tool(
@@ -200,12 +209,14 @@ MEMORY_LIST = Tool(
     output_schema=obj(
         palace=string("The palace listed"),
         drawers=array(
-            obj(
-                drawer_id=DRAWER_ID,
-                content=string("The stored memory text"),
-                importance=_IMPORTANCE,
-                tags=_TAGS,
-                created_at=_CREATED_AT,
+            _with_room(
+                obj(
+                    drawer_id=DRAWER_ID,
+                    content=string("The stored memory text"),
+                    importance=_IMPORTANCE,
+                    tags=_TAGS,
+                    created_at=_CREATED_AT,
+                )
             ),
             "The drawers, most important first",
         ),
