@@ -27,7 +27,7 @@ from trusty_memory.client.sync import Client
 
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 HIT_KEYS = ["drawer_id", "content", "score", "layer", "tags", "importance"]
-DRAWER_KEYS = ["drawer_id", "content", "importance", "tags", "created_at"]
+DRAWER_KEYS = ["drawer_id", "content", "importance", "tags", "created_at", "room"]  # + room
 TRIPLE_KEYS = [
     "subject",
     "predicate",
@@ -63,6 +63,7 @@ def check_drawer(drawer):
     assert 0.0 <= drawer["importance"] <= 1.0
     assert isinstance(drawer["tags"], list)
     assert RFC3339.match(drawer["created_at"]), drawer["created_at"]
+    assert isinstance(drawer["room"], str)
 
 
 async def call(session, tool, /, **arguments):
@@ -122,6 +123,7 @@ def test_all_tools_against_the_daemon(home):
             assert [d["drawer_id"] for d in listing["drawers"]] == [drawer_id]
             for drawer in listing["drawers"]:
                 check_drawer(drawer)
+            assert listing["drawers"][0]["room"] == "Backend"  # as remembered
             assert (await call(s, "memory_list", palace="client-acme", tag="nope"))["drawers"] == []
 
             asserted = await call(

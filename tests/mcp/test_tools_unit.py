@@ -72,6 +72,35 @@ def test_recall_results_are_projected_to_contract_fields():
     assert daemon.calls[0][1] == {"query": "q", "top_k": 10}
 
 
+def test_listed_drawers_carry_their_room_after_the_contract_fields():
+    from trusty_memory.client.mcp.tools import MEMORY_LIST
+
+    drawer = {
+        "drawer_id": "d",
+        "content": "c",
+        "importance": 0.5,
+        "tags": ["a"],
+        "created_at": "2026-05-10T14:32:00Z",
+        "room": "Backend",
+        "hits": 3,
+    }
+    daemon = FakeDaemon({"palace": "p", "drawers": [drawer]})
+    out = run(call_tool("memory_list", {"palace": "p"}, daemon))
+    assert out == {"palace": "p", "drawers": [{k: v for k, v in drawer.items() if k != "hits"}]}
+    assert list(out["drawers"][0]) == [
+        "drawer_id",
+        "content",
+        "importance",
+        "tags",
+        "created_at",
+        "room",
+    ]
+    listed = MEMORY_LIST.output_schema["properties"]["drawers"]["items"]
+    assert listed["properties"]["room"]["type"] == "string"
+    assert "room" not in listed["required"]  # an addition: the contract's fields stay required
+    assert "additionalProperties" not in listed
+
+
 def test_defaults_and_palace_fallback():
     daemon = FakeDaemon({"palace": "d", "drawers": []})
     run(call_tool("memory_list", {}, daemon, default_palace="d"))
