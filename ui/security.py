@@ -118,6 +118,7 @@ class Guard:
         self.allow_remote = allow_remote
         # With a private name, that name alone: a cookie set for any other would be shared.
         self.hosts = {name} if name else LOOPBACK_HOSTS | {host}  # e.g. 127.0.0.2
+        self.way_in = way_in(named=name is not None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -144,10 +145,7 @@ class Guard:
         """The 403 for a request that may not go on, or None."""
         host = _host_name(request.headers.get("host", ""))
         if not self.allow_remote and host not in self.hosts:
-            return _forbidden(
-                f"host {host!r} is not this page's loopback name: open the URL"
-                " `trusty-memory ui` printed (or start it with --allow-remote)"
-            )
+            return _forbidden(f"host {host!r} is not this page's loopback name: {self.way_in}")
         given = request.query_params.get("token") or request.cookies.get(self.cookie)
         if not _same(given, self.token):
             return _forbidden(
@@ -160,6 +158,24 @@ class Guard:
             if origin and urlsplit(origin).netloc != request.headers.get("host", ""):
                 return _forbidden(f"cross-origin request from {origin} refused")
         return None
+
+
+def way_in(named: bool) -> str:
+    """What a request by another host name is told to do instead: the printed URL first
+    (the private name is not repeated: whoever asks may be another local user), an address
+    of its own next, and ``--allow-remote`` last, for what it is."""
+    if named:
+        first = (
+            "open the http://tm-<random>.localhost URL `trusty-memory ui` printed (browsers resolve"
+            " it to this machine), or, to reach the page by an address, start it with"
+            " `--host 127.0.0.2`"
+        )
+    else:
+        first = "open the URL `trusty-memory ui` printed, with the address it names"
+    return (
+        f"{first}. (`--allow-remote` would let any host name in, but it serves every"
+        " memory to whoever can reach the port: only for a page meant for the network.)"
+    )
 
 
 def with_security_headers(send: Send) -> Send:

@@ -11,6 +11,7 @@ errors at a bounded rate), as ``serve --http`` does.
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import sys
 from typing import Any
@@ -64,7 +65,7 @@ def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
     try:
         sock = bind(host, port, allow_remote)
     except AddressError as exc:
-        print(f"trusty-memory ui: {exc}", file=sys.stderr)
+        print(f"trusty-memory ui: {exc}{_port_taken(exc, port)}", file=sys.stderr)
         return 2
     if allow_remote:
         print(
@@ -90,6 +91,17 @@ def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
     server = uvicorn.Server(uvicorn_config(app, config.http, timeout_graceful_shutdown=2))
     asyncio.run(_serve(server, sock, log.warning))
     return 0
+
+
+def _port_taken(exc: AddressError, port: int) -> str:
+    """What to add when the port is in use (a second ``ui``, say): how to get a free one."""
+    cause = exc.__context__  # ``listen`` raises from the OSError, keeping it as context
+    if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE and port != 0:
+        return (
+            f" (another `trusty-memory ui`, or another program, has port {port}):"
+            " `--port 0` takes a free one, or name another with `--port N`"
+        )
+    return ""
 
 
 async def _serve(server: Any, sock: socket.socket, warn: Any) -> None:

@@ -53,6 +53,16 @@ class PalaceRow:
     asleep: dict[str, Any] | None = None
     description: str | None = None
 
+    @property
+    def last_activity_s(self) -> float | None:
+        """Seconds since the palace was last used: its last request while the daemon has
+        it loaded, else its last write (a sleeping palace's summary); None: not known."""
+        if self.idle_s is not None:
+            return self.idle_s
+        stamp = (self.asleep or {}).get("last_write_at")
+        when = _epoch(stamp) if isinstance(stamp, str) else None
+        return None if when is None else max(0.0, datetime.now(UTC).timestamp() - when)
+
     def known(self, field: str) -> Any:
         """A ``PalaceInfo`` field (counts, ``last_dream_at``, dream totals) from whichever
         is at hand: the palace's answer, or its summary while it sleeps; None if neither."""
@@ -468,6 +478,25 @@ class DaemonView:
     workers: int
     queued: int
     uptime: str = ""  # in words: "9 min 18 s"
+    restarts: str = ""  # in words: "embedder twice, palace:notes (worker 1) once"
+
+
+def restarts_in_words(restarts: dict[str, int]) -> str:
+    """The daemon's restart counts (``{"embedder#0": 2}``: service and worker slot) for
+    people: the processes that restarted and how often, or that none did."""
+    times = {1: "once", 2: "twice"}
+    said = []
+    for key, count in restarts.items():
+        if not count:
+            continue
+        service, _, slot = key.rpartition("#")
+        who = service or key
+        if slot not in ("", "0"):
+            who += f" (worker {slot})"
+        said.append(f"{who} {times.get(count, f'{count} times')}")
+    if not said:
+        return "No process has restarted since the daemon started"
+    return "Restarted since the daemon started: " + ", ".join(said)
 
 
 async def daemon(client: AsyncClient) -> DaemonView:
@@ -478,6 +507,7 @@ async def daemon(client: AsyncClient) -> DaemonView:
     return DaemonView(
         status=status,
         uptime=duration(status["uptime_s"]),
+        restarts=restarts_in_words(status.get("restarts") or {}),
         requests_per_s=sum(w.get("requests_per_s") or 0.0 for w in workers),
         rss_mb=sum(w.get("rss_mb") or 0.0 for w in workers),
         workers=len(workers),
