@@ -69,7 +69,7 @@ a first session (the daemon starts by itself):
   trusty-memory ui                       # open the URL it prints
 
 The palace a command works on comes first: recall demo ..., show demo ID, dream demo.
-Every command takes --json; `trusty-memory COMMAND --help` says more."""
+Every command but serve takes --json; `trusty-memory COMMAND --help` says more."""
 
 
 def build_parser() -> argparse.ArgumentParser:

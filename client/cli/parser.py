@@ -1,10 +1,12 @@
 """How a verb group adds its subcommands (``command``), and the parser they hang on.
 
-Every subcommand takes ``--json`` (so it may come before or after the verb); ``remote``
-ones also take ``--daemon``/``--server-key``, to talk to a daemon on another host. The
-parser answers a usage error as JSON under ``--json``, and names the nearest verb when one
-was mistyped (``remeber``: did you mean remember?), since a bare usage line does not say
-what went wrong.
+Every subcommand but ``serve`` (whose stdout is MCP) takes ``--json`` (so it may come
+before or after the verb); ``remote`` ones also take ``--daemon``/``--server-key``, to talk
+to a daemon on another host. The parser answers a usage error as JSON under ``--json``, and
+names the nearest verb when one was mistyped (``remeber``: did you mean remember?), since a
+bare usage line does not say what went wrong. A mistyped option is the verb's to answer:
+its own usage line and the nearest of its options (``list demo --limt 3``: did you mean
+--limit?), where argparse would show the top-level usage.
 """
 
 from __future__ import annotations
@@ -97,13 +99,16 @@ def command(
     description: str | None = None,
     remote: bool = False,
     aliases: tuple[str, ...] = (),
+    json: bool = True,
 ) -> argparse.ArgumentParser:
-    """Add subcommand ``name`` running ``fn(args)``; it takes ``--json`` too, and with
+    """Add subcommand ``name`` running ``fn(args)``; it takes ``--json`` too (unless
+    ``json`` is False: a verb whose output is no report, ``serve``'s MCP), and with
     ``remote`` also ``--daemon``/``--server-key``."""
     parser = sub.add_parser(name, help=help, description=description or help, aliases=list(aliases))
-    parser.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
-    )
+    if json:
+        parser.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+        )
     if remote:
         parser.add_argument(
             "--daemon",

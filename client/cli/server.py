@@ -170,7 +170,10 @@ def cmd_stop(args) -> int:
 
 
 def register(sub) -> None:
-    s = command(sub, "serve", cmd_serve, "MCP server on stdio (what agents spawn)", remote=True)
+    # No --json: serve speaks MCP on stdout whatever is asked; it writes no report.
+    s = command(
+        sub, "serve", cmd_serve, "MCP server on stdio (what agents spawn)", remote=True, json=False
+    )
     s.add_argument("--palace", help="default palace for tools that name none; created if missing")
     s.add_argument("--http", metavar="ADDR", help="also serve MCP over HTTP at ADDR (host:port)")
     s.add_argument(

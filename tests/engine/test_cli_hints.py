@@ -74,3 +74,14 @@ def test_a_missing_palace_says_how_to_create_it_and_the_nearest_one(daemon):
     }
     other = run_cli(daemon, "show", "demo", "no-such-drawer")
     assert other.returncode == 1 and "hint" not in other.stderr
+
+
+def test_serve_offers_no_json_and_the_other_verbs_still_do(tmp_path):
+    serve = run(tmp_path, "serve", "--help")
+    assert serve.returncode == 0 and serve.stdout.startswith("usage: trusty-memory serve")
+    assert "--json" not in serve.stdout  # its stdout is MCP: there is no report to shape
+    for words in (["list"], ["palace", "create"], ["ui"], ["status"]):
+        shown = run(tmp_path, *words, "--help")
+        assert shown.returncode == 0 and "--json" in shown.stdout, words
+    refused = run(tmp_path, "serve", "--jsn")
+    assert refused.returncode == 2 and "trusty-memory serve: error" in refused.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from trusty_memory.common.config import load_config
 
@@ -64,3 +65,18 @@ def test_actors_import_lean_and_still_log_tracebacks():
     assert out.stdout.strip() == f"[] {{'onnxruntime': '{onnxruntime.__version__}'}}"
     line = json.loads(out.stderr.splitlines()[-1])
     assert line["event"] == "boom" and "ZeroDivisionError" in line["exception"]
+
+
+def test_a_home_set_keeps_its_sockets_in_its_run_dir_whatever_xdg_says(tmp_path, monkeypatch):
+    """README ("One daemon owns a home"): with TRUSTY_MEMORY_HOME set the sockets are
+    always in the home's run/; XDG_RUNTIME_DIR counts only for the default home."""
+    monkeypatch.delenv("TRUSTY_MEMORY_RUN_DIR", raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TRUSTY_MEMORY_HOME", str(tmp_path / "home"))
+    assert load_config().run_dir == tmp_path / "home" / "run"
+    monkeypatch.delenv("TRUSTY_MEMORY_HOME")
+    assert load_config().run_dir == tmp_path / "xdg" / "trusty-memory"
+    monkeypatch.setenv("TRUSTY_MEMORY_RUN_DIR", str(tmp_path / "explicit"))
+    assert load_config().run_dir == tmp_path / "explicit"
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert "with `TRUSTY_MEMORY_HOME` set, always the home's `run/`" in readme
