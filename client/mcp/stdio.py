@@ -74,12 +74,14 @@ LATEST_HANDSHAKE_VERSION = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 
 # The revisions whose sessions get the contract's tool errors (seeds/000, section 6): every
 # failed tools/call is JSON-RPC -32603 with a message naming the cause, and arguments a
-# tool does not declare are ignored. The contract is a 2024-11-05 client's guide; the
-# spec's text on tool errors did not change in 2025-03-26, so those sessions keep it too.
-# Sessions of 2025-06-18 and later get the current spec's shape: a tool's own failure is
-# a result with ``isError: true`` and the message as text, which the model reads and acts
-# on (2025-11-25 says outright that argument errors are such failures), and an unknown
-# tool or a malformed call is -32602. See :func:`spec_tool_errors`.
+# tool does not declare are ignored. The spec's text on tool errors reads the same in
+# 2024-11-05, 2025-03-26 and 2025-06-18 (a tool's own failure is a result with isError, an
+# unknown tool a JSON-RPC error); the contract, a 2024-11-05 client's guide, answers -32603
+# instead, and 2025-03-26 sessions, older clients, keep that. Sessions of 2025-06-18 and
+# later get the spec's shape: a tool's own failure is a result with ``isError: true`` and
+# the message as text, which the model reads and acts on (2025-11-25 says outright that
+# argument errors are such failures), and an unknown tool or a malformed call is -32602.
+# See :func:`spec_tool_errors`.
 CONTRACT_ERROR_VERSIONS = frozenset({"2024-11-05", "2025-03-26"})
 
 # The methods the contract recognises (seeds/000, section 6).
