@@ -177,7 +177,7 @@ class Broker:
         elif method in p.BROKER_METHODS:
             self.reply(client, p.ok_response(req.id, self.broker_method(req)))
         elif method in p.EMBEDDER_METHODS:
-            self.dispatch(p.EMBEDDER_SERVICE, client, req, frame, write=False)
+            self.dispatch(p.embedder_service(method), client, req, frame, write=False)
         elif method in p.PALACE_METHODS:
             if req.palace is None:
                 raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"{method}: missing 'palace'")
@@ -211,7 +211,8 @@ class Broker:
                 p.ErrorCode.OVERLOADED, f"{name}: {len(service.queue)} requests queued; try later"
             )
         start = name != p.EMBEDDER_SERVICE and self.spawns_locally(name)
-        if start and not self.supervisor.active(name):
+        palace = name.startswith(p.PALACE_SERVICE_PREFIX)
+        if start and palace and not self.supervisor.active(name):
             self.make_room(name)  # raises before the request is taken in
         self.unanswered.add((client, req.id))
         service.queue.append(pending)
@@ -557,6 +558,7 @@ class Broker:
             self.heartbeat_and_purge(now)
             reader_scaling.autoscale(self, now)
             self.stop_idle_palaces(now)
+            self.stop_idle_bulk_embedder(now)
             self.exit_if_unused(now)
 
     def fail_if_crash_loop(self, child: Child) -> None:
@@ -589,6 +591,8 @@ class Broker:
         slot is still wanted (not retired by ``scale``, not stopped with the palace)."""
         if child.service in (p.EMBEDDER_SERVICE, p.DREAMER_SERVICE, p.MCP_HOST_SERVICE):
             return True
+        if child.service == p.EMBEDDER_BULK_SERVICE:  # started on demand: back while needed
+            return self.service(child.service).busy
         if self.closing_of(child.service) is not None or not self.spawns_locally(child.service):
             return False
         service = self.service(child.service)
@@ -668,6 +672,17 @@ class Broker:
             if service.workers and now - service.last_used > idle_s:
                 self.log.info("stopping idle palace", service=service.name)
                 self.disconnect_service(service)
+
+    def stop_idle_bulk_embedder(self, now: float) -> None:
+        """The bulk lane's embedder holds a model (~300 MB) only while bulk work comes: it
+        stops after ``[embedder] bulk_idle_stop_s`` without any, and starts again on the
+        next ``embed_bulk``."""
+        service = self.services.get(p.EMBEDDER_BULK_SERVICE)
+        if service is None or service.busy or not service.workers:
+            return
+        if now - service.last_used > self.config.embedder.bulk_idle_stop_s:
+            self.log.info("stopping the idle bulk embedder")
+            self.disconnect_service(service)
 
     def exit_if_unused(self, now: float) -> None:
         """Stop a client-started daemon no client has used for ``idle_exit_s``: nothing is

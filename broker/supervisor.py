@@ -109,6 +109,8 @@ def argv_for(service: str, slot: int = 0) -> list[str]:
     """The command line of the process that serves ``service`` in ``slot``."""
     if service == p.EMBEDDER_SERVICE:
         return module_command("trusty_memory.workers.embedder.worker")
+    if service == p.EMBEDDER_BULK_SERVICE:
+        return module_command("trusty_memory.workers.embedder.worker", "--bulk")
     if service == p.DREAMER_SERVICE:
         return module_command("trusty_memory.dreamer", "--supervised")
     if service == p.MCP_HOST_SERVICE:

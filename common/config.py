@@ -27,6 +27,7 @@ Example ``config.toml``::
     [embedder]
     pool_size = 1
     model = "minilm"          # "deterministic-test" only in fast unit tests
+    bulk_nice = 10            # mine/import embed in a process of their own at this niceness
 
     [dreamer]
     enabled = true            # the daemon runs and supervises the dreamer
@@ -185,6 +186,11 @@ class EmbedderSettings:
     threads: int = 0  # compute threads per embedder; 0: the runtime decides (one per core)
     compiled: bool = True  # serve the compiled model (workers/embedder/compiled_model.py)
     compiled_dir: str = ""  # its cache; empty: the user cache dir
+    # The bulk lane (``embed_bulk``: mine, import): its own process, started on demand at
+    # this niceness (0-19; higher yields more CPU to interactive calls) and stopped after
+    # this many seconds without bulk work.
+    bulk_nice: int = 10
+    bulk_idle_stop_s: float = 30.0
 
 
 @dataclass(frozen=True)

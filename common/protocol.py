@@ -60,9 +60,18 @@ W_DISCONNECT = b"\x05"
 W_COMMANDS = {W_READY, W_REQUEST, W_REPLY, W_HEARTBEAT, W_DISCONNECT}
 
 EMBEDDER_SERVICE = "embedder"
+# The bulk lane: ``embed_bulk`` (mining, imports) goes to an embedder process of its own,
+# started on first use at a lower CPU priority and stopped when idle, so bulk work yields
+# the CPU to the interactive embedder instead of queueing interactive calls behind it.
+EMBEDDER_BULK_SERVICE = "embedder-bulk"
 DREAMER_SERVICE = "dreamer"  # a supervised child, not a worker: it is a client
 MCP_HOST_SERVICE = "mcp-host"  # likewise: runs the MCP SDK for every relayed serve session
 PALACE_SERVICE_PREFIX = "palace:"
+
+
+def embedder_service(method: str) -> str:
+    """The routing-table key of the embedders that answer ``method``."""
+    return EMBEDDER_BULK_SERVICE if method == "embed_bulk" else EMBEDDER_SERVICE
 
 
 def palace_service(palace: str) -> str:
@@ -816,7 +825,7 @@ PALACE_READ_METHODS = frozenset(
     }
 )
 PALACE_METHODS = PALACE_WRITE_METHODS | PALACE_READ_METHODS
-EMBEDDER_METHODS = frozenset({"embed"})
+EMBEDDER_METHODS = frozenset({"embed", "embed_bulk"})
 
 PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "palace_create": PalaceCreateParams,
@@ -844,6 +853,7 @@ PARAMS_FOR_METHOD: dict[str, type[msgspec.Struct]] = {
     "kg_invalidate": KgInvalidateParams,
     "palace_stats": PalaceParams,
     "embed": EmbedParams,
+    "embed_bulk": EmbedParams,
     "dream_status": PalaceParams,
     "dream_scan": DreamScanParams,
     "dream_merge": DreamMergeParams,

@@ -1,7 +1,13 @@
 """``mine``: files transcripts and notes into a palace, incrementally and idempotently.
 
 Every write is a ``palace_import`` batch through the daemon, like ``import`` (secrets
-redacted by the worker, acknowledged only once durable). Three properties, and how:
+redacted by the worker, acknowledged only once durable). The batch is embedded first,
+through the daemon's bulk lane (``embed_bulk``: an embedder process of its own at a lower
+CPU priority), and imported with its vectors: the palace's writer then spends
+milliseconds on a batch, not the seconds embedding takes, so the remembers and recalls of
+the agents using that palace are not queued behind mining (``bench/mine_under_load.py``).
+A drawer the worker redacts loses the vector made of its clear text and is embedded again
+there (``workers/secrets_guard.py``). Three properties, and how:
 
 * **Idempotent.** A drawer's id comes from its source position (``exchanges.drawer_id``),
   and import skips an id the palace holds, so mining anything twice adds nothing.
@@ -43,7 +49,11 @@ from trusty_memory.common import protocol as p
 from trusty_memory.common.palace_dir import write_json_atomic
 
 FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "markdown")
-BATCH_SIZE = 100
+BATCH_SIZE = 100  # exchanges embedded in one bulk-lane call
+# Drawers per palace_import: with vectors given, a transaction of 100 held the palace's
+# writer (and every remember queued behind it) ~150 ms under load; 25 hold it a quarter
+# of that, for a few more commits.
+IMPORT_SLICE = 25
 MAX_LINE = 8 * 1024 * 1024  # one transcript line; a pasted file can be megabytes
 MAX_WHOLE_FILE = 512 * 1024 * 1024  # an export or a note read at once
 PROGRESS_VERSION = 1
@@ -291,6 +301,7 @@ class _Miner:
         self.client, self.palace, self.store, self.limit = client, palace, store, limit
         self.report, self.on_progress, self.batch_size = report, on_progress, batch_size
         self.batch: list[_Item] = []
+        self.bulk_lane = True  # the daemon has ``embed_bulk`` (until it says otherwise)
 
     def add(self, item: _Item) -> None:
         self.batch.append(item)
@@ -302,11 +313,14 @@ class _Miner:
     def flush(self) -> None:
         drawers = [i.drawer for i in self.batch if i.drawer is not None]
         if drawers:
+            self._embed(drawers)
+        for start in range(0, len(drawers), IMPORT_SLICE):
+            chunk = drawers[start : start + IMPORT_SLICE]
             data = self.client.call(
                 "palace_import",
-                {"drawers": drawers, "triples": []},
+                {"drawers": chunk, "triples": []},
                 palace=self.palace,
-                timeout=IMPORT_TIMEOUT_S + IMPORT_PER_DRAWER_S * len(drawers),
+                timeout=IMPORT_TIMEOUT_S + IMPORT_PER_DRAWER_S * len(chunk),
             )
             result = p.convert(data, p.ImportResult)
             self.report.stored += result.imported
@@ -323,6 +337,27 @@ class _Miner:
             self.store.save()
         if self.on_progress is not None:
             self.on_progress(self.report)
+
+    def _embed(self, drawers: list[p.ImportDrawer]) -> None:
+        """Give each drawer its vector from the bulk lane (see the module doc). A daemon
+        older than the lane answers UNKNOWN_METHOD: its writer embeds them, as before."""
+        if not self.bulk_lane:
+            return
+        try:
+            data = self.client.call(
+                "embed_bulk",
+                {"texts": [d.content for d in drawers]},
+                timeout=IMPORT_TIMEOUT_S + IMPORT_PER_DRAWER_S * len(drawers),
+            )
+        except p.TrustyError as exc:
+            if exc.code != p.ErrorCode.UNKNOWN_METHOD:
+                raise
+            self.bulk_lane = False
+            return
+        result = p.convert(data, p.EmbedResult)
+        size = result.dim * 4
+        for i, d in enumerate(drawers):
+            d.vector = result.vectors[i * size : (i + 1) * size]
 
     def jsonl(self, path: Path, fmt: str) -> None:
         key = str(path.resolve())

@@ -7,12 +7,20 @@ the same query or a retried write costs a dictionary lookup.
 
 The model is loaded before the worker says READY: the broker keeps embed requests queued
 until then, and a half-loaded embedder is never handed work.
+
+With ``--bulk`` the same worker serves the bulk lane (``embed_bulk``: mine and import) at
+a lower CPU priority (``[embedder] bulk_nice``). Bulk batches are long (a hundred
+exchanges take seconds); in the interactive embedder they would hold every recall and
+remember queued behind them, and the kernel cannot preempt work inside one process. In a
+process of its own at a higher niceness, the kernel gives the interactive embedder the CPU
+whenever it wants it, and the bulk lane everything left over.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import time
 from collections import OrderedDict
@@ -55,9 +63,16 @@ class EmbedderWorker(Worker):
     service = p.EMBEDDER_SERVICE
     role = "embedder"
 
-    def __init__(self, config: Config, log) -> None:
+    method = "embed"
+
+    def __init__(self, config: Config, log, *, bulk: bool = False) -> None:
         super().__init__(config, log)
         settings = config.embedder
+        if bulk:
+            self.service, self.method = p.EMBEDDER_BULK_SERVICE, "embed_bulk"
+            lower = min(19, settings.bulk_nice) - os.nice(0)  # relative to the daemon's
+            if lower > 0:  # never raised: that needs privileges, and bulk never outranks
+                os.nice(lower)
         cache_root = Path(settings.compiled_dir).expanduser() if settings.compiled_dir else None
         self.model = make_embedder(
             settings.model, settings.threads, settings.compiled, cache_root, log
@@ -83,12 +98,12 @@ class EmbedderWorker(Worker):
         found: dict[bytes, np.ndarray] = {}
         for job in jobs:
             try:
-                if job.request.method != "embed":
+                if job.request.method != self.method:
                     raise p.TrustyError(
                         p.ErrorCode.UNKNOWN_METHOD,
                         f"embedder: unknown method: {job.request.method}",
                     )
-                params: p.EmbedParams = p.decode_params("embed", job.request.params)
+                params: p.EmbedParams = p.decode_params(self.method, job.request.params)
             except p.TrustyError as exc:
                 replies.append(Reply(job.client, job.request.id, _error(job, exc)))
                 continue
@@ -122,10 +137,12 @@ def _error(job: Job, exc: p.TrustyError) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="trusty-memory-embedder").parse_args(argv)
+    parser = argparse.ArgumentParser(prog="trusty-memory-embedder")
+    parser.add_argument("--bulk", action="store_true", help="serve embed_bulk, niced")
+    args = parser.parse_args(argv)
     config = load_config()
-    log = setup_logging("embedder", default_level="info")
-    return EmbedderWorker(config, log).run()
+    log = setup_logging("embedder-bulk" if args.bulk else "embedder", default_level="info")
+    return EmbedderWorker(config, log, bulk=args.bulk).run()
 
 
 if __name__ == "__main__":
