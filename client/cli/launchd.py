@@ -20,6 +20,11 @@ launchd's choices, and why:
 
 There is no sandbox to match systemd's: macOS has no per-job equivalent that launchd
 applies from the plist alone.
+
+``service install --http [ADDR]`` writes a second agent, ``trusty-memory-http``, that runs
+``trusty-memory http --listen ADDR`` (the MCP-over-HTTP endpoint as a service) with the same
+choices, logging to ``<home>/logs/http.log``. launchd has no ordering between agents: the
+endpoint finds the daemon agent's daemon through the home, or starts one as any client does.
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ import plistlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from trusty_memory.client.cli.systemd import daemon_command
+from trusty_memory.client.cli.systemd import Endpoint, daemon_command
 from trusty_memory.common.config import APP, Config
 
 LABEL = APP  # launchctl's name for the job: `launchctl print gui/$UID/trusty-memory`
 LOG_NAME = "daemon.log"
+HTTP_LABEL = f"{APP}-http"
+HTTP_LOG_NAME = "http.log"
 THROTTLE_S = 5
 EXIT_TIMEOUT_S = 30
 
@@ -64,6 +71,7 @@ class Agent:
     scope: str = "user"
     run_as: str = ""
     tcp: bool = False
+    label: str = LABEL
 
     def warnings(self) -> list[str]:
         return []  # nothing hides the home from a launchd job, unlike PrivateTmp
@@ -72,11 +80,13 @@ class Agent:
         return f'launchctl bootstrap gui/"$(id -u)" {self.path}'
 
     def disable_hint(self) -> str:
-        return f'launchctl bootout gui/"$(id -u)"/{LABEL}'
+        return f'launchctl bootout gui/"$(id -u)"/{self.label}'
 
 
-def build_agent(config: Config) -> Agent:
+def build_agent(config: Config, http: Endpoint | None = None) -> Agent:
+    """The daemon's agent; with ``http``, the agent of the MCP-over-HTTP endpoint."""
     home = config.home
+    label = HTTP_LABEL if http else LABEL
     env = {
         "TRUSTY_MEMORY_HOME": str(home),
         "HF_HUB_OFFLINE": "1",
@@ -85,10 +95,10 @@ def build_agent(config: Config) -> Agent:
     }
     if os.environ.get("XDG_CACHE_HOME"):
         env["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]
-    command = [*daemon_command(), "daemon", "--take-over"]
-    log = config.log_dir / LOG_NAME
+    command = [*daemon_command(), *(http.args() if http else ["daemon", "--take-over"])]
+    log = config.log_dir / (HTTP_LOG_NAME if http else LOG_NAME)
     job = {
-        "Label": LABEL,
+        "Label": label,
         "ProgramArguments": command,
         "EnvironmentVariables": env,
         "WorkingDirectory": str(home),
@@ -103,8 +113,8 @@ def build_agent(config: Config) -> Agent:
     }
     text = plistlib.dumps(job, fmt=plistlib.FMT_XML, sort_keys=False).decode()
     tcp = any(e.startswith("tcp://") for e in (config.broker.frontend, config.broker.backend))
-    path = agents_dir() / f"{LABEL}.plist"
-    return Agent(path, command, home, cache_dir(), log, job, text, tcp=tcp)
+    path = agents_dir() / f"{label}.plist"
+    return Agent(path, command, home, cache_dir(), log, job, text, tcp=tcp, label=label)
 
 
 def install(agent: Agent) -> None:

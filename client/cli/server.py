@@ -1,9 +1,9 @@
 """The verbs that run or watch processes: ``serve`` (the MCP stdio front end agents
-spawn), ``ui``, ``daemon`` (what systemd runs), ``worker`` (a remote palace worker),
-``status``, ``health`` and ``stop``.
+spawn), ``http`` (its HTTP endpoint as a long-lived service), ``ui``, ``daemon`` (what
+systemd runs), ``worker`` (a remote palace worker), ``status``, ``health`` and ``stop``.
 
-``serve``, ``daemon`` and ``worker`` hand over at once (``run_serve``, or ``exec`` of the
-actor's module): the command line only parses.
+``serve``, ``http``, ``daemon`` and ``worker`` hand over at once (``run_serve``,
+``run_http_service``, or ``exec`` of the actor's module): the command line only parses.
 """
 
 from __future__ import annotations
@@ -18,12 +18,26 @@ from trusty_memory.client.cli.human import duration
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command
 
+HTTP_LISTEN = "127.0.0.1:3031"  # `http` and `service install --http` without an address
+
 
 def cmd_serve(args) -> int:
     from trusty_memory.client.mcp.server import run_serve
 
     return run_serve(
         palace=args.palace, http=args.http, allow_remote=args.allow_remote, tools=args.tools
+    )
+
+
+def cmd_http(args) -> int:
+    from trusty_memory.client.mcp.http_service import run_http_service
+
+    return run_http_service(
+        args.listen,
+        palace=args.palace,
+        allow_remote=args.allow_remote,
+        tools=args.tools,
+        json_out=args.json,
     )
 
 
@@ -184,6 +198,33 @@ def register(sub) -> None:
         choices=("contract", "extended"),
         help="tool set: the contract's ten (default; [mcp] tools, TRUSTY_MEMORY_TOOLS), or"
         " extended: also update, get, search, history, invalidate, delete, stats, health",
+    )
+
+    s = command(
+        sub,
+        "http",
+        cmd_http,
+        "MCP over HTTP as a long-lived service (what `service install --http` runs)",
+        "Serve the endpoint of `serve --http` alone, with its token, Host and Origin checks"
+        " and limits, until SIGTERM or SIGINT (exit 0). It reads no stdin, so it outlives"
+        " whatever started it, unlike `serve --http`, which ends with its stdio session."
+        " Says its URL and the token's file on stdout; logs on stderr.",
+        remote=True,
+    )
+    s.add_argument(
+        "--listen",
+        metavar="ADDR",
+        default=HTTP_LISTEN,
+        help=f"host:port to serve MCP over HTTP at (default {HTTP_LISTEN}; port 0: a free one)",
+    )
+    s.add_argument("--palace", help="default palace for tools that name none; created if missing")
+    s.add_argument(
+        "--allow-remote", action="store_true", help="allow a non-loopback --listen address"
+    )
+    s.add_argument(
+        "--tools",
+        choices=("contract", "extended"),
+        help="tool set, as for serve (default: [mcp] tools, TRUSTY_MEMORY_TOOLS, else contract)",
     )
 
     s = command(

@@ -1,5 +1,7 @@
 """``trusty-memory service install|uninstall``: the unit (systemd, ``client/cli/systemd.py``)
-or agent (launchd, ``client/cli/launchd.py``) that runs this installation's daemon."""
+or agent (launchd, ``client/cli/launchd.py``) that runs this installation's daemon; with
+``--http [ADDR]``, a second one that runs its MCP-over-HTTP endpoint (``trusty-memory
+http``), checked here as ``http`` checks its flags, so a unit never restart-loops on them."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import sys
 
 from trusty_memory.client.cli.output import output
 from trusty_memory.client.cli.parser import actions, command
+from trusty_memory.client.cli.server import HTTP_LISTEN
 
 
 def _service_manager(args):
@@ -19,12 +22,44 @@ def _service_manager(args):
     return launchd if manager == "launchd" else service
 
 
+def _endpoint(args):
+    """``--http``'s endpoint (None without it), its address and palace checked now."""
+    from trusty_memory.client.cli.systemd import Endpoint
+    from trusty_memory.common.protocol import ErrorCode, TrustyError
+
+    http = getattr(args, "http", None)
+    palace = getattr(args, "palace", None)
+    allow_remote = getattr(args, "allow_remote", False)
+    if not http:
+        if palace is not None or allow_remote:
+            raise TrustyError(
+                ErrorCode.INVALID_PARAMS, "--palace and --allow-remote go with --http"
+            )
+        return None
+    if http is True:  # uninstall: only the unit's name matters
+        return Endpoint(HTTP_LISTEN)
+    from trusty_memory.client.mcp.http import AddressError, check_addr
+    from trusty_memory.common.names import validate_palace_name
+
+    try:
+        check_addr(http, allow_remote)
+    except AddressError as exc:
+        raise TrustyError(ErrorCode.INVALID_PARAMS, str(exc)) from None
+    if palace is not None:
+        try:
+            validate_palace_name(palace)
+        except TrustyError as exc:
+            raise TrustyError(ErrorCode.INVALID_PARAMS, f"--palace: {exc.message}") from None
+    return Endpoint(http, palace, allow_remote)
+
+
 def _service_unit(args):
     from trusty_memory.client.cli import launchd
     from trusty_memory.client.cli import systemd as service
     from trusty_memory.common.config import load_config
     from trusty_memory.common.protocol import ErrorCode, TrustyError
 
+    http = _endpoint(args)
     if _service_manager(args) is launchd:
         if args.scope == "system" or args.run_as:
             raise TrustyError(
@@ -32,9 +67,9 @@ def _service_unit(args):
                 "launchd: only a user agent (~/Library/LaunchAgents); --system and --run-as"
                 " are for systemd",
             )
-        return launchd.build_agent(load_config())
+        return launchd.build_agent(load_config(), http)
     try:
-        return service.build_unit(load_config(), args.scope, run_as=args.run_as or "")
+        return service.build_unit(load_config(), args.scope, run_as=args.run_as or "", http=http)
     except KeyError:
         raise TrustyError(ErrorCode.INVALID_PARAMS, f"no such account: {args.run_as}") from None
 
@@ -62,6 +97,7 @@ def cmd_service_install(args) -> int:
         "cache": str(unit.cache),
         "run_as": unit.run_as or None,
         "tcp": unit.tcp,
+        "http": args.http,
         "written": not args.print,
         "enable": unit.enable_hint(),
         "warnings": unit.warnings(),
@@ -90,6 +126,18 @@ def cmd_service_install(args) -> int:
         text = (
             f"wrote {unit.path}\nrun `trusty-memory setup` first if the model is not compiled"
             f" yet\nstart it (now and at every login): {unit.enable_hint()}\nits log: {unit.log}"
+        )
+    if args.http:
+        from trusty_memory.client.mcp.http import TOKEN_FILE
+
+        start = "start it (now and at every login)" if manager is launchd else "enable it"
+        log = f"\nits log: {unit.log}" if manager is launchd else ""
+        text = (
+            f"wrote {unit.path}\n{start}: {unit.enable_hint()}{log}\n"
+            f"its clients send 'Authorization: Bearer <token>' with the token in"
+            f" {unit.home / TOKEN_FILE} (made at its first start)\n"
+            "it uses the daemon of `trusty-memory service install` (without --http) when that"
+            " one runs; install that one too"
         )
     output(args, data, text)
     return 0
@@ -147,3 +195,18 @@ def register(sub) -> None:
             s.add_argument(
                 "--print", action="store_true", help="print the unit instead of writing it"
             )
+            s.add_argument(
+                "--http", metavar="ADDR", nargs="?", const=HTTP_LISTEN, default=None,
+                help="the unit of an MCP-over-HTTP endpoint at ADDR (`trusty-memory http`;"
+                f" default {HTTP_LISTEN}), beside the daemon's",
+            )  # fmt: skip
+            s.add_argument("--palace", help="--http: the endpoint's default palace")
+            s.add_argument(
+                "--allow-remote", action="store_true",
+                help="--http: allow a non-loopback ADDR (plain HTTP: unencrypted)",
+            )  # fmt: skip
+        else:
+            s.add_argument(
+                "--http", action="store_true",
+                help="remove the MCP-over-HTTP endpoint's unit, not the daemon's",
+            )  # fmt: skip

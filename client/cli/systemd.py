@@ -13,6 +13,15 @@ sockets only (also TCP when ``[broker]`` names a ``tcp://`` endpoint), no privil
 no writable and executable memory (the daemon's children, ONNX Runtime, the forked
 worker template, the MCP host, need none: ``tests/engine/test_service_sandbox.py`` runs
 them under the same rules).
+
+``service install --http [ADDR]`` writes a second unit, ``trusty-memory-http.service``,
+that runs ``trusty-memory http --listen ADDR`` (the MCP-over-HTTP endpoint as a service,
+``client/mcp/http_service.py``) under the same sandbox, with the network it listens on:
+``AF_INET``/``AF_INET6`` always, and only loopback peers (``IPAddressAllow=localhost``)
+when it listens on a loopback address and the daemon is not on ``tcp://``. It wants the
+daemon's unit and starts after it, so it uses that daemon rather than starting one of its
+own; it stops in the default way (SIGTERM to every process of the unit), so a daemon it
+did start, with no daemon unit installed, saves its indexes and exits with it.
 """
 
 from __future__ import annotations
@@ -27,7 +36,30 @@ from trusty_memory.common.config import APP, Config
 from trusty_memory.common.launch import module_command
 
 UNIT_NAME = f"{APP}.service"
+HTTP_UNIT_NAME = f"{APP}-http.service"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What ``service install --http`` serves: ``trusty-memory http``'s flags."""
+
+    listen: str  # host:port
+    palace: str | None = None
+    allow_remote: bool = False
+
+    def args(self) -> list[str]:
+        words = ["http", "--listen", self.listen]
+        if self.palace:
+            words += ["--palace", self.palace]
+        if self.allow_remote:
+            words.append("--allow-remote")
+        return words
+
+    def loopback(self) -> bool:
+        from trusty_memory.client.mcp.http import is_loopback, parse_addr
+
+        return is_loopback(parse_addr(self.listen)[0])
 
 
 @dataclass(frozen=True)
@@ -40,6 +72,7 @@ class Unit:
     run_as: str  # the account the daemon runs as ("" for the user unit: the manager's)
     tcp: bool
     text: str
+    name: str = APP  # systemctl's name for it: trusty-memory, or trusty-memory-http
 
     def warnings(self) -> list[str]:
         hidden = [p for p in (self.home, self.cache) if p.is_relative_to("/tmp")
@@ -52,11 +85,11 @@ class Unit:
 
     def enable_hint(self) -> str:
         ctl = "systemctl --user" if self.scope == "user" else "systemctl"
-        return f"{ctl} daemon-reload && {ctl} enable --now {APP}"
+        return f"{ctl} daemon-reload && {ctl} enable --now {self.name}"
 
     def disable_hint(self) -> str:
         ctl = "systemctl --user" if self.scope == "user" else "systemctl"
-        return f"{ctl} disable --now {APP}"
+        return f"{ctl} disable --now {self.name}"
 
 
 def daemon_command() -> list[str]:
@@ -81,19 +114,21 @@ def _cache_base(user_home: Path, own: bool) -> Path:
     return user_home / ".cache"
 
 
-def build_unit(config: Config, scope: str, run_as: str = "") -> Unit:
-    """The unit for this installation; ``run_as`` (system units) defaults to the user
-    who ran ``sudo``, else the current one."""
+def build_unit(config: Config, scope: str, run_as: str = "", http: Endpoint | None = None) -> Unit:
+    """The unit for this installation (with ``http``, the unit of its MCP-over-HTTP
+    endpoint); ``run_as`` (system units) defaults to the user who ran ``sudo``, else the
+    current one."""
+    name = HTTP_UNIT_NAME if http else UNIT_NAME
     me = pwd.getpwuid(os.getuid()).pw_name
     if scope == "system":
         run_as = run_as or os.environ.get("SUDO_USER") or me
         account = pwd.getpwnam(run_as)
         own = account.pw_uid == os.getuid()
         user_home = Path(account.pw_dir)
-        path = SYSTEM_UNIT_DIR / UNIT_NAME
+        path = SYSTEM_UNIT_DIR / name
     else:
         run_as, own, user_home = "", True, Path.home()
-        path = user_unit_dir() / UNIT_NAME
+        path = user_unit_dir() / name
     if own or os.environ.get("TRUSTY_MEMORY_HOME"):
         home = config.home
     else:  # sudo: the default home of the account the daemon runs as, not root's
@@ -107,9 +142,9 @@ def build_unit(config: Config, scope: str, run_as: str = "") -> Unit:
         if not compiled.is_relative_to(cache) and not compiled.is_relative_to(home):
             extra.append(compiled)
     tcp = any(e.startswith("tcp://") for e in (config.broker.frontend, config.broker.backend))
-    command = [*daemon_command(), "daemon", "--take-over"]
-    text = render(scope, command, home, cache_base, extra, run_as, tcp)
-    return Unit(scope, path, command, home, cache, run_as, tcp, text)
+    command = [*daemon_command(), *(http.args() if http else ["daemon", "--take-over"])]
+    text = render(scope, command, home, cache_base, extra, run_as, tcp, http)
+    return Unit(scope, path, command, home, cache, run_as, tcp, text, name.removesuffix(".service"))
 
 
 def _config_of(home: Path) -> Config:
@@ -143,19 +178,34 @@ def render(
     extra_rw: list[Path],
     run_as: str,
     tcp: bool,
+    http: Endpoint | None = None,
 ) -> str:
     cache = cache_base / APP
     exec_start = " ".join(_quote(w) for w in command)
     # "-": a cache not created yet does not fail the start (the home is created at install).
     rw = " ".join([_quote(str(home))] + ["-" + _quote(str(p)) for p in [cache, *extra_rw]])
-    families = "AF_UNIX AF_INET AF_INET6" if tcp else "AF_UNIX"
-    lines = [
-        f"# {scope} unit for trusty-memory, written by `trusty-memory service install --{scope}`",
-        "# for this installation; `trusty-memory service uninstall` removes it.",
-        "[Unit]",
-        "Description=trusty-memory daemon (broker, palace workers, embedder pool)",
-    ]
-    if tcp and scope == "system":
+    network = tcp or http is not None
+    families = "AF_UNIX AF_INET AF_INET6" if network else "AF_UNIX"
+    if http is None:
+        lines = [
+            f"# {scope} unit for trusty-memory, written by `trusty-memory service install"
+            f" --{scope}`",
+            "# for this installation; `trusty-memory service uninstall` removes it.",
+            "[Unit]",
+            "Description=trusty-memory daemon (broker, palace workers, embedder pool)",
+        ]
+    else:
+        lines = [
+            f"# {scope} unit for trusty-memory's MCP-over-HTTP endpoint, written by"
+            f" `trusty-memory service install --{scope} --http`",
+            "# for this installation; `trusty-memory service uninstall --http` removes it.",
+            "[Unit]",
+            f"Description=trusty-memory MCP over HTTP at {_quote(http.listen)}",
+            "# The daemon's unit, when installed, starts first: the endpoint then uses its daemon.",
+            f"Wants={UNIT_NAME}",
+            f"After={UNIT_NAME}",
+        ]
+    if network and scope == "system" and (tcp or not http or not http.loopback()):
         lines += ["After=network-online.target", "Wants=network-online.target"]
     lines += [
         # A start that keeps failing (a broken install) stops being retried: 5 in 5 minutes.
@@ -174,8 +224,19 @@ def render(
         "Environment=HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRUSTY_MEMORY_LOG=info",
         "# Memories hold secrets: files 0600, directories 0700 (the daemon sets this itself too).",
         "UMask=0077",
-        "# SIGTERM: every worker saves its index and exits; allow time for large palaces.",
-        "KillMode=mixed",
+    ]
+    if http is None:
+        lines += [
+            "# SIGTERM: every worker saves its index and exits; allow time for large palaces.",
+            "KillMode=mixed",
+        ]
+    else:
+        lines += [
+            "# SIGTERM to every process of the unit: the endpoint exits 0 within seconds, and a",
+            "# daemon it started itself (no daemon unit) saves its indexes and exits too.",
+            "KillMode=control-group",
+        ]
+    lines += [
         "TimeoutStopSec=30",
         "Restart=on-failure",
         "RestartSec=5",
@@ -194,8 +255,10 @@ def render(
         "AmbientCapabilities=",
         f"RestrictAddressFamilies={families}",
     ]
-    if not tcp:
+    if not network:
         lines += ["PrivateNetwork=yes", "IPAddressDeny=any"]
+    elif http is not None and not tcp and http.loopback():
+        lines += ["IPAddressAllow=localhost", "IPAddressDeny=any"]
     lines += [
         "RestrictNamespaces=yes",
         "RestrictRealtime=yes",

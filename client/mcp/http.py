@@ -1,4 +1,6 @@
-"""``serve --http ADDR``: the SDK's streamable-HTTP MCP endpoint beside stdio.
+"""``serve --http ADDR``: the SDK's streamable-HTTP MCP endpoint beside stdio; and the
+same endpoint, served the same way, as a long-lived service (``trusty-memory http``,
+``mcp/http_service.py``).
 
 The address is parsed and the socket bound *before* stdio starts serving, so a bad
 address or a port in use is a start-up error (a clear line on stderr, exit code 2)
@@ -8,7 +10,9 @@ address needs ``--allow-remote`` because the endpoint is plain HTTP.
 Every request needs ``Authorization: Bearer <token>``, loopback included: any local user
 can reach a loopback port, and memories hold secrets. The token is generated once per
 home, kept in ``<home>/http-token`` (0600, so only the user can read it) and printed at
-start; ``TRUSTY_MEMORY_HTTP_TOKEN`` overrides it for deployments that hand out their own.
+start by ``serve`` (the service names the file instead: its output goes to a journal or a
+log file that others may read); ``TRUSTY_MEMORY_HTTP_TOKEN`` overrides it for deployments
+that hand out their own.
 
 uvicorn and starlette are imported only inside :func:`serve_http`, so a plain stdio
 session never pays for them. The server runs with ``common/http_guard.py``'s guards: a
@@ -37,19 +41,20 @@ class AddressError(ValueError):
     """An ``--http`` address we will not serve on; the message says why."""
 
 
-def parse_addr(addr: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` -> ``(host, port)``."""
+def parse_addr(addr: str, flag: str = "--http") -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` -> ``(host, port)``; ``flag`` names the option in
+    errors (``trusty-memory http`` takes ``--listen``)."""
     host, sep, port_text = addr.rpartition(":")
     if not sep or not host:
         raise AddressError(
-            f"invalid --http address {addr!r}: expected HOST:PORT, e.g. 127.0.0.1:3031"
+            f"invalid {flag} address {addr!r}: expected HOST:PORT, e.g. 127.0.0.1:3031"
         )
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     elif ":" in host:
-        raise AddressError(f"invalid --http address {addr!r}: write IPv6 hosts as [::1]:PORT")
+        raise AddressError(f"invalid {flag} address {addr!r}: write IPv6 hosts as [::1]:PORT")
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise AddressError(f"invalid --http address {addr!r}: port must be 0-65535")
+        raise AddressError(f"invalid {flag} address {addr!r}: port must be 0-65535")
     return host, int(port_text)
 
 
@@ -62,16 +67,22 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost could resolve anywhere
 
 
-def bind(addr: str, allow_remote: bool) -> socket.socket:
-    """Check ``addr`` and bind a listening socket to exactly it."""
-    host, port = parse_addr(addr)
+def check_addr(addr: str, allow_remote: bool, flag: str = "--http") -> tuple[str, int]:
+    """``parse_addr``, and a non-loopback address refused unless ``allow_remote``."""
+    host, port = parse_addr(addr, flag)
     if not is_loopback(host) and not allow_remote:
         raise AddressError(
-            f"refusing --http address {addr!r}: it is not a loopback address and the endpoint is "
+            f"refusing {flag} address {addr!r}: it is not a loopback address and the endpoint is "
             "plain HTTP (the token and memories would cross the network unencrypted); pass "
             "--allow-remote to do it anyway"
         )
-    return listen(host, port, f"--http address {addr!r}")
+    return host, port
+
+
+def bind(addr: str, allow_remote: bool, flag: str = "--http") -> socket.socket:
+    """Check ``addr`` and bind a listening socket to exactly it."""
+    host, port = check_addr(addr, allow_remote, flag)
+    return listen(host, port, f"{flag} address {addr!r}")
 
 
 def listen(host: str, port: int, name: str) -> socket.socket:
@@ -153,9 +164,11 @@ async def _unauthorized(send: Any, missing: bool) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event, token: str) -> None:
+async def serve_http(
+    server: Any, sock: socket.socket, stop: asyncio.Event, token: str, actor: str = "serve"
+) -> None:
     """Serve ``server`` (an SDK ``Server``) at ``/mcp`` on ``sock`` until ``stop`` is set,
-    to requests that carry ``token``."""
+    to requests that carry ``token``; ``actor`` names the process in its log lines."""
     import structlog
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -182,7 +195,7 @@ async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event, toke
         web.should_exit = True
 
     watcher = asyncio.create_task(watch())
-    warn = structlog.get_logger().bind(actor="serve", pid=os.getpid()).warning
+    warn = structlog.get_logger().bind(actor=actor, pid=os.getpid()).warning
     try:
         with accept_errors_logged(asyncio.get_running_loop(), warn):
             await web.serve(sockets=[sock])
@@ -193,7 +206,8 @@ async def serve_http(server: Any, sock: socket.socket, stop: asyncio.Event, toke
 
 
 def _quiet_uvicorn_server(config: Any) -> Any:
-    """A uvicorn server without its own signal handlers: ``serve`` owns SIGTERM/SIGINT."""
+    """A uvicorn server without its own signal handlers: ``serve`` (or ``http``) owns
+    SIGTERM/SIGINT."""
     import uvicorn
 
     class QuietSignals(uvicorn.Server):
