@@ -51,9 +51,9 @@ from trusty_memory.common.palace_dir import write_json_atomic
 FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "markdown")
 BATCH_SIZE = 100  # exchanges embedded in one bulk-lane call
 # Drawers per palace_import: with vectors given, a transaction of 100 held the palace's
-# writer (and every remember queued behind it) ~150 ms under load; 25 hold it a quarter
-# of that, for a few more commits.
-IMPORT_SLICE = 25
+# writer (and every remember and recall queued behind it) 120-190 ms under load; 10 hold
+# it ~10-20 ms, for more commits (bench/mine_under_load.py: recall p99 28 ms at 25, 20 at 10).
+IMPORT_SLICE = 10
 MAX_LINE = 8 * 1024 * 1024  # one transcript line; a pasted file can be megabytes
 MAX_WHOLE_FILE = 512 * 1024 * 1024  # an export or a note read at once
 PROGRESS_VERSION = 1
