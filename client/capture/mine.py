@@ -38,6 +38,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -287,7 +288,52 @@ def _lines(
         yield obj, offset
 
 
+class _EmbedThread:
+    """``embed_bulk`` calls on a thread of their own, with a connection of their own (a
+    ZeroMQ socket belongs to the thread that made it)."""
+
+    def __init__(self, client: Any) -> None:
+        self.config, self.endpoint = client.config, getattr(client, "endpoint", None)
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mine-embed")
+        self.client: Any = None  # made on the thread, on first use
+
+    def submit(self, texts: list[str]) -> Future[bytes | None]:
+        return self.pool.submit(self._embed, texts)
+
+    def _embed(self, texts: list[str]) -> bytes | None:
+        if not texts:
+            return None
+        if self.client is None:
+            from trusty_memory.client.sync import Client
+
+            self.client = Client(self.config, autostart=False, endpoint=self.endpoint)
+        data = self.client.call(
+            "embed_bulk",
+            {"texts": texts},
+            timeout=IMPORT_TIMEOUT_S + IMPORT_PER_DRAWER_S * len(texts),
+        )
+        return p.convert(data, p.EmbedResult).vectors
+
+    def close(self) -> None:
+        """Close the thread's connection on its thread, then end the thread (a ``mine``
+        that failed calls this too: an open socket would hold the process at exit)."""
+
+        def closing() -> None:
+            if self.client is not None:
+                self.client.close()
+                self.client = None
+
+        with contextlib.suppress(RuntimeError):  # closed already
+            self.pool.submit(closing).result()
+        self.pool.shutdown()
+
+
 class _Miner:
+    """Batches exchanges and writes them, one batch's embedding overlapping the previous
+    batch's imports: ``flush`` hands a full batch to the embedding thread, then imports
+    the batch before it (whose vectors are ready by then, or soon) and saves its progress.
+    The model, the bottleneck, is never idle waiting for the writer's commits."""
+
     def __init__(
         self,
         client: Any,
@@ -302,6 +348,9 @@ class _Miner:
         self.report, self.on_progress, self.batch_size = report, on_progress, batch_size
         self.batch: list[_Item] = []
         self.bulk_lane = True  # the daemon has ``embed_bulk`` (until it says otherwise)
+        self.embedding = _EmbedThread(client)
+        # The batch handed to the embedding thread, waiting to be imported.
+        self.pending: tuple[list[_Item], Future[bytes | None]] | None = None
 
     def add(self, item: _Item) -> None:
         self.batch.append(item)
@@ -311,9 +360,25 @@ class _Miner:
             self.flush()
 
     def flush(self) -> None:
-        drawers = [i.drawer for i in self.batch if i.drawer is not None]
-        if drawers:
-            self._embed(drawers)
+        """Start embedding the current batch; import the one before it."""
+        batch, self.batch = self.batch, []
+        texts = [i.drawer.content for i in batch if i.drawer is not None]
+        future = self.embedding.submit(texts if texts and self.bulk_lane else [])
+        self.write_pending()
+        self.pending = (batch, future)
+
+    def finish(self) -> None:
+        """Write everything: the batch being filled and the one being embedded."""
+        self.flush()
+        self.write_pending()
+
+    def write_pending(self) -> None:
+        if self.pending is None:
+            return
+        batch, future = self.pending
+        self.pending = None
+        drawers = [i.drawer for i in batch if i.drawer is not None]
+        self._give_vectors(drawers, future)
         for start in range(0, len(drawers), IMPORT_SLICE):
             chunk = drawers[start : start + IMPORT_SLICE]
             data = self.client.call(
@@ -328,36 +393,30 @@ class _Miner:
             self.report.redacted += result.redacted
         # Only now, acknowledged and durable, does the progress move past these drawers.
         changed = False
-        for item in self.batch:
+        for item in batch:
             if item.progress is not None:
                 self.store.files[item.key] = item.progress
                 changed = True
-        self.batch = []
         if changed:
             self.store.save()
         if self.on_progress is not None:
             self.on_progress(self.report)
 
-    def _embed(self, drawers: list[p.ImportDrawer]) -> None:
-        """Give each drawer its vector from the bulk lane (see the module doc). A daemon
-        older than the lane answers UNKNOWN_METHOD: its writer embeds them, as before."""
-        if not self.bulk_lane:
-            return
+    def _give_vectors(self, drawers: list[p.ImportDrawer], future: Future[bytes | None]) -> None:
+        """Each drawer's vector from the bulk lane (see the module doc). A daemon older
+        than the lane answers UNKNOWN_METHOD: its writer embeds them, as before."""
         try:
-            data = self.client.call(
-                "embed_bulk",
-                {"texts": [d.content for d in drawers]},
-                timeout=IMPORT_TIMEOUT_S + IMPORT_PER_DRAWER_S * len(drawers),
-            )
+            vectors = future.result()
         except p.TrustyError as exc:
             if exc.code != p.ErrorCode.UNKNOWN_METHOD:
                 raise
             self.bulk_lane = False
             return
-        result = p.convert(data, p.EmbedResult)
-        size = result.dim * 4
+        if vectors is None or not drawers:
+            return
+        size = len(vectors) // len(drawers)
         for i, d in enumerate(drawers):
-            d.vector = result.vectors[i * size : (i + 1) * size]
+            d.vector = vectors[i * size : (i + 1) * size]
 
     def jsonl(self, path: Path, fmt: str) -> None:
         key = str(path.resolve())
@@ -462,21 +521,24 @@ def mine(
     miner = _Miner(
         client, palace, store, config.palace.max_text_bytes, report, on_progress, batch_size
     )
-    for path in files_under(paths, report):
-        kind = fmt or detect(path)
-        if kind is None:
-            report.refused.append(f"{path}: format not recognised (use --format)")
-            continue
-        try:
-            if kind in ("claude-code", "codex"):
-                miner.jsonl(path, kind)
-            else:
-                miner.whole(path, kind)
-        except OSError as exc:
-            report.refused.append(f"{path}: {exc.strerror or exc}")
-            continue
-        report.files += 1
-        report.by_format[kind] = report.by_format.get(kind, 0) + 1
-    miner.flush()
+    try:
+        for path in files_under(paths, report):
+            kind = fmt or detect(path)
+            if kind is None:
+                report.refused.append(f"{path}: format not recognised (use --format)")
+                continue
+            try:
+                if kind in ("claude-code", "codex"):
+                    miner.jsonl(path, kind)
+                else:
+                    miner.whole(path, kind)
+            except OSError as exc:
+                report.refused.append(f"{path}: {exc.strerror or exc}")
+                continue
+            report.files += 1
+            report.by_format[kind] = report.by_format.get(kind, 0) + 1
+        miner.finish()
+    finally:
+        miner.embedding.close()
     report.seconds = round(time.monotonic() - started, 3)
     return report
