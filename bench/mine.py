@@ -4,7 +4,7 @@ same run (``palace_import`` of the same texts, pre-batched, no parsing), and the
 lane's (``embed_bulk`` alone, where mine embeds): mining is embedding-bound, so the
 ratios say what the capture layer costs.
 
-    .venv/bin/python bench/mine.py --exchanges 10000
+    .venv/bin/python bench/mine.py --exchanges 10000 [--reply-sentences 3]
 """
 
 from __future__ import annotations
@@ -22,17 +22,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.harness import sentence
 from tests.capture.claude_code import transcript, write_transcript
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--exchanges", type=int, default=2000)
+    ap.add_argument("--reply-sentences", type=int, default=3)
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="tmb-"))
     env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home)}
+    # Each reply: a line, then --reply-sentences sentences of a note (~90 characters
+    # each). 0 gives one-line exchanges, where the model is cheapest and what the capture
+    # layer costs shows most; an assistant's replies usually run to a few sentences.
     qa = [
-        (f"Question {i}: where is service {i}?", f"Service {i} runs on host h{i}, port {i}.")
+        (
+            f"Question {i}: where is service {i}?",
+            " ".join(
+                [f"Service {i} runs on host h{i}, port {i}."]
+                + [sentence(i + j) for j in range(args.reply_sentences)]
+            ),
+        )
         for i in range(args.exchanges)
     ]
     path = write_transcript(home / "t" / f"{uuid.uuid4()}.jsonl", transcript("s", "/w/b", qa))
@@ -74,6 +85,7 @@ def main() -> None:
         json.dumps(
             {
                 "exchanges": args.exchanges,
+                "reply_sentences": args.reply_sentences,
                 "mine_s": round(mined, 2),
                 "mine_per_s": round(rate, 1),
                 "ceiling_per_s": round(ceiling, 1),
