@@ -72,7 +72,10 @@ class EmbedderWorker(Worker):
             self.service, self.method = p.EMBEDDER_BULK_SERVICE, "embed_bulk"
             lower = min(19, settings.bulk_nice) - os.nice(0)  # relative to the daemon's
             if lower > 0:  # never raised: that needs privileges, and bulk never outranks
-                os.nice(lower)
+                try:
+                    os.nice(lower)
+                except OSError as exc:  # a sandbox's syscall filter: serve, unniced
+                    log.warning("bulk lane left at normal priority", error=repr(exc))
         cache_root = Path(settings.compiled_dir).expanduser() if settings.compiled_dir else None
         self.model = make_embedder(
             settings.model, settings.threads, settings.compiled, cache_root, log
