@@ -121,6 +121,7 @@ class IdScanner:
     def __init__(self) -> None:
         self.id: Any = None  # the last valid top-level id (a string or an integer)
         self.keys: set[str] = set()  # which of method, result and error it has
+        self.named_id = False  # it has a top-level "id" key (valid or not)
         self._steps = 0
         self._depth = 0
         self._object = False  # the top level is an object
@@ -164,6 +165,7 @@ class IdScanner:
                 self._key = self._decoded()
                 if self._key in _ROLE_KEYS:
                     self.keys.add(self._key)
+                self.named_id = self.named_id or self._key == "id"
                 self._capturing, self._capture = "", None
         return quote + 1
 

@@ -485,12 +485,7 @@ class StdioEdge:
             self.send(error_message(None, PARSE_ERROR, f"Parse error: invalid UTF-8: {exc}"))
             return
         if nesting_over(line, MAX_NESTING):
-            # Refused before decoding, on every Python alike (3.11's decoder gives up near
-            # 1,000 levels, 3.13's parses far deeper). Answered with the request's id when
-            # one can be read, as a line too long is.
-            found = salvage(line)
-            rid = found.id if "method" in found.keys else None
-            self.send(error_message(rid, PARSE_ERROR, f"Parse error: {NESTING_TOO_DEEP}"))
+            self._too_deep(line)
             return
         try:
             message = json.loads(text, parse_constant=_reject_constant)
@@ -513,6 +508,22 @@ class StdioEdge:
             )
             return
         self._route(message)
+
+    def _too_deep(self, line: Line) -> None:
+        """A line nested past ``MAX_NESTING``, refused before decoding, on every Python
+        alike (3.11's decoder gives up near 1,000 levels, 3.13's parses far deeper). What
+        it says of itself decides the answer, as if it had been decoded: a request gets
+        the error with its id (id null when its id is no valid id); a notification or a
+        response sent to us gets none; anything else is answered with id null."""
+        found = salvage(line)
+        if "method" in found.keys and not found.named_id:
+            self.log("notification nested too deeply: dropped", {"bytes": len(line)})
+            return
+        if "method" not in found.keys and found.keys & {"result", "error"} and found.named_id:
+            self.log("response nested too deeply: dropped", {"bytes": len(line)})
+            return
+        rid = found.id if "method" in found.keys else None
+        self.send(error_message(rid, PARSE_ERROR, f"Parse error: {NESTING_TOO_DEEP}"))
 
     def _route(self, message: dict[str, Any]) -> None:
         has_id = "id" in message

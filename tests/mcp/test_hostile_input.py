@@ -41,6 +41,23 @@ def test_deep_nesting_is_a_parse_error(raw_serve):
     _still_serving(s)
 
 
+def test_deep_notifications_and_responses_get_no_answer_and_requests_keep_their_id(raw_serve):
+    # Measured on the bytes (the same on every Python), then answered by what the line
+    # says of itself, as a decoded line would be.
+    s = raw_serve()
+    s.initialize()
+    deep = "[" * 500 + "]" * 500
+    s.write(f'{{"jsonrpc":"2.0","method":"notifications/x","params":{deep}}}\n'.encode())
+    s.write(f'{{"jsonrpc":"2.0","id":41,"result":{deep}}}\n'.encode())
+    s.write(f'{{"jsonrpc":"2.0","id":42,"method":"ping","params":{{"x":{deep}}}}}\n'.encode())
+    s.write(f'{{"jsonrpc":"2.0","id":{deep},"method":"ping"}}\n'.encode())
+    first, second = s.recv(), s.recv()
+    assert first["id"] == 42 and first["error"]["code"] == -32700, first
+    assert first["error"]["message"] == f"Parse error: {NESTING_TOO_DEEP}"
+    assert second["id"] is None and second["error"]["code"] == -32700, second
+    _still_serving(s)  # the next answer is the ping's: nothing else was sent
+
+
 def test_lone_surrogates_echoed_back_stay_valid_json(raw_serve):
     s = raw_serve(**NO_DAEMON)
     s.initialize()
