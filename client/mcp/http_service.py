@@ -56,20 +56,12 @@ def run_http_service(
 ) -> int:
     """Serve MCP over HTTP at ``listen`` until SIGTERM/SIGINT; the exit code."""
     from trusty_memory.client.mcp.http import AddressError, bind
-    from trusty_memory.client.mcp.server import tool_set
+    from trusty_memory.client.mcp.server import checked_options
 
     try:
-        tools = tool_set(tools)
+        tools = checked_options(tools, palace)
     except ValueError as exc:
         return _usage_error(str(exc))
-    if palace is not None:
-        from trusty_memory.common.names import validate_palace_name
-        from trusty_memory.common.protocol import TrustyError
-
-        try:
-            validate_palace_name(palace)
-        except TrustyError as exc:
-            return _usage_error(f"--palace: {exc.message}")
     try:
         sock = bind(listen, allow_remote, flag="--listen")
     except AddressError as exc:

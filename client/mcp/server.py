@@ -77,18 +77,9 @@ def run_serve(
     from trusty_memory.common import __version__
 
     try:
-        tools = tool_set(tools)
+        tools = checked_options(tools, palace)
     except ValueError as exc:
         return _usage_error(str(exc))
-
-    if palace is not None:
-        from trusty_memory.common.names import validate_palace_name
-        from trusty_memory.common.protocol import TrustyError
-
-        try:
-            validate_palace_name(palace)
-        except TrustyError as exc:
-            return _usage_error(f"--palace: {exc.message}")
     http_sock = None
     if http is not None:
         from trusty_memory.client.mcp.http import AddressError, bind
@@ -144,6 +135,21 @@ def tool_set(flag: str | None) -> str:
     if flag not in TOOL_SETS:
         raise ValueError(f"{where}: unknown tool set {flag!r}; choose {' or '.join(TOOL_SETS)}")
     return flag
+
+
+def checked_options(tools: str | None, palace: str | None) -> str:
+    """The tool set to serve (``tool_set``), once ``palace`` is a valid palace name;
+    ``ValueError`` naming the flag otherwise. Shared by ``serve`` and ``http``."""
+    chosen = tool_set(tools)
+    if palace is not None:
+        from trusty_memory.common.names import validate_palace_name
+        from trusty_memory.common.protocol import TrustyError
+
+        try:
+            validate_palace_name(palace)
+        except TrustyError as exc:
+            raise ValueError(f"--palace: {exc.message}") from None
+    return chosen
 
 
 def _daemon_is_local() -> bool:
