@@ -159,7 +159,7 @@ def run_daemon(
     if client_started and config.daemon.idle_exit_s > 0:
         broker.idle_exit_s = config.daemon.idle_exit_s
     pid = os.getpid()
-    home.write_record(
+    used_reserve = home.write_record(
         config.home,
         home.DaemonRecord(
             pid=pid,
@@ -174,6 +174,9 @@ def run_daemon(
     )
     if start_fd >= 0:
         os.close(start_fd)  # clients waiting to start a daemon now find this one
+    if used_reserve:
+        log.warning("the disk is full: started on the home's reserve (1 MiB)")
+    home.ensure_reserve(config.home)  # made, or made again, once there is room
 
     def stop(signum, frame) -> None:
         broker.running = False

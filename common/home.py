@@ -22,6 +22,7 @@ files.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -33,6 +34,11 @@ from pathlib import Path
 LOCK_NAME = "daemon.lock"
 RECORD_NAME = "daemon.json"
 START_LOCK_NAME = "start.lock"
+# Room kept back so a daemon can start on a full disk (its record, SQLite's shared-memory
+# file for reads): released when the record cannot be written, made again at the next
+# start that finds room.
+RESERVE_NAME = "reserve"
+RESERVE_BYTES = 1 << 20
 
 # A client probing the lock holds it (shared) for microseconds; a starting daemon retries
 # its exclusive lock for this long before it concludes that another daemon owns the home.
@@ -141,16 +147,71 @@ def lock_held(home: Path) -> bool:
     return False
 
 
-def write_record(home: Path, record: DaemonRecord) -> None:
-    """Publish where the daemon listens: written whole, then renamed into place."""
+def write_record(home: Path, record: DaemonRecord) -> bool:
+    """Publish where the daemon listens: written whole, then renamed into place.
+
+    On a full disk the home's reserve is released and the write tried once more, so a
+    daemon still starts there (reads and ``status`` answer; writes get the documented
+    disk-full error). Returns True when the reserve had to be used.
+    """
+    try:
+        _write_record_once(home, record)
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not release_reserve(home):
+            raise
+    _write_record_once(home, record)
+    return True
+
+
+def _write_record_once(home: Path, record: DaemonRecord) -> None:
     path = home / RECORD_NAME
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(asdict(record), out)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(asdict(record), out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # no empty leftovers from a start that found no room
+        raise
+
+
+def ensure_reserve(home: Path) -> bool:
+    """Keep ``RESERVE_BYTES`` of the home's disk held in a file of zeros (written, not
+    sparse, so the blocks are really taken). False where there is no room for it now: a
+    later start tries again. Never raises for a full disk."""
+    path = home / RESERVE_NAME
+    with contextlib.suppress(OSError):
+        if path.stat().st_size >= RESERVE_BYTES:
+            return True
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(bytes(RESERVE_BYTES))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        return True
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return False
+        raise
+
+
+def release_reserve(home: Path) -> bool:
+    """Give the reserve's room back to the disk; False if there was none to give."""
+    try:
+        (home / RESERVE_NAME).unlink()
+        return True
+    except FileNotFoundError:
+        return False
 
 
 def clear_record(home: Path, pid: int) -> None:

@@ -141,3 +141,49 @@ def test_a_full_disk_refuses_writes_by_name_keeps_serving_reads_and_recovers(sma
     for drawer_id in acknowledged:
         got = cli(d, "get", drawer_id, "--palace", PALACE)
         assert got.returncode == 0, (drawer_id, got.stderr)
+
+
+def test_a_daemon_starts_on_an_already_full_disk_and_writes_resume_when_room_returns(
+    small_home,
+):
+    """The round-four case: the daemon was stopped (idle exit, a reboot) and the disk filled
+    meanwhile. The next command starts it as any client would, on the home's reserve: its
+    record is written, reads and status answer, a write that finds no room gets the
+    documented error, and once space is freed writes work with no restart by hand. Before,
+    the record's write raised ENOSPC and every command said the daemon did not start."""
+    d = Daemon(small_home).start()
+    assert cli(d, "palace", "create", PALACE).returncode == 0
+    kept = cli(d, "remember", PALACE, "The billing service listens on port 8443")
+    assert kept.returncode == 0, kept.stderr
+    drawer_id = json.loads(kept.stdout)["drawer_id"]
+    assert (small_home / "reserve").stat().st_size >= 1 << 20
+    d.stop()
+    assert d.pid() is None
+
+    filler = small_home.parent / "filler"
+    fill(filler)
+    # No daemon runs: this recall starts one (client-started), on a disk with no room.
+    found = cli(d, "recall", PALACE, "which port does billing use")
+    assert found.returncode == 0, found.stderr + found.stdout
+    assert drawer_id in found.stdout
+    assert not list(small_home.glob("daemon.*.tmp")), "a failed start left its temp record"
+    assert cli(d, "status").returncode == 0
+    listed = cli(d, "list", PALACE)
+    assert listed.returncode == 0 and drawer_id in listed.stdout
+    pid = d.pid()
+    errors = []
+    for i in range(40):  # the reserve's megabyte is soon used up by writes
+        done = cli(d, "remember", PALACE, f"Written on a full disk {i} " + "words " * 800)
+        if done.returncode != 0:
+            errors.append(done.stderr + done.stdout)
+            break
+    assert errors, "no write was refused: the disk never filled"
+    assert "disk full: " in errors[0] and "Free some space" in errors[0], errors[0]
+
+    filler.unlink()
+    done = cli(d, "remember", PALACE, "Written after space came back")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert d.pid() == pid
+    d.stop()
+    assert Daemon(small_home).start().pid() is not None
+    assert (small_home / "reserve").stat().st_size >= 1 << 20, "the reserve was not made again"
