@@ -80,6 +80,10 @@ class MineReport:
     redacted: int = 0
     refused: list[str] = field(default_factory=list)
     by_format: dict[str, int] = field(default_factory=dict)
+    # How far through the files this run is, in bytes (a resumed file's old part counts
+    # as read): what a progress display can show as a share of the whole.
+    bytes_total: int = 0
+    bytes_read: int = 0
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -262,18 +266,21 @@ def _lines(
                 return  # incomplete: not consumed, so not hashed or counted
             hasher.update(line)
             offset += len(line)
+            report.bytes_read += len(line)
             while not line.endswith(b"\n"):  # skip the rest of an oversized line
                 line = stream.readline(1 << 20)
                 if not line:
                     return
                 hasher.update(line)
                 offset += len(line)
+                report.bytes_read += len(line)
             report.lines_read += 1
             report.bad_lines += 1
             yield None, offset
             continue
         hasher.update(line)
         offset += len(line)
+        report.bytes_read += len(line)
         report.lines_read += 1
         if not line.strip():
             continue
@@ -424,6 +431,7 @@ class _Miner:
         with stream:
             saved = self.store.get(key)
             start, hasher = _resume(stream, st, saved)
+            self.report.bytes_read += start
             if saved is not None and start == 0 and saved.get("offset"):
                 self.report.files_reread += 1
             parser = (claude_code.Parser if fmt == "claude-code" else codex.Parser)(key)
@@ -457,6 +465,7 @@ class _Miner:
         if len(raw) > MAX_WHOLE_FILE:
             self.report.refused.append(f"{path}: larger than {MAX_WHOLE_FILE} bytes")
             return
+        self.report.bytes_read += len(raw)
         digest = hashlib.sha256(raw).hexdigest()
         saved = self.store.get(key)
         if saved and saved.get("sha256") == digest and saved.get("format") == fmt:
@@ -521,8 +530,12 @@ def mine(
     miner = _Miner(
         client, palace, store, config.palace.max_text_bytes, report, on_progress, batch_size
     )
+    files = list(files_under(paths, report))  # listed first: the total to show progress of
+    for path in files:
+        with contextlib.suppress(OSError):
+            report.bytes_total += path.stat().st_size
     try:
-        for path in files_under(paths, report):
+        for path in files:
             kind = fmt or detect(path)
             if kind is None:
                 report.refused.append(f"{path}: format not recognised (use --format)")

@@ -3,45 +3,36 @@
 
 from __future__ import annotations
 
-import sys
-import time
-
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command
 
 MINE_FORMATS = ("auto", "claude-code", "codex", "chatgpt", "claude-ai", "markdown")
-PROGRESS_EVERY_S = 5.0  # a progress line this often when stderr is not a terminal
 
 
 class MineProgress:
-    """Progress on stderr: one line rewritten in place on a terminal, else a line every
-    few seconds, so a log or a hook's output file shows the run is alive without filling."""
+    """Progress on stderr, as an import shows it (``client.bulk.Progress``): on a terminal
+    one line redrawn each second with the share of the files' bytes read, exchanges found,
+    drawers stored, the rate and the seconds, so it moves while a batch is embedded;
+    elsewhere (a log, a hook's output file) a line every few seconds and one at the end."""
 
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last = 0.0
-        self.drawn = False
+    def __init__(self, palace: str) -> None:
+        # Lazy, as every verb's own imports are: the CLI's start pays for none of them.
+        from trusty_memory.client.bulk import Progress
+
+        self.shown = Progress(f"mine {palace}")
 
     def __call__(self, report) -> None:
-        now = time.monotonic()
-        if not self.tty and now - self.last < PROGRESS_EVERY_S:
-            return
-        self.last = now
-        line = (
-            f"mine {report.palace}: {report.files} files, {report.exchanges} exchanges,"
-            f" {report.stored} stored, {report.skipped} already there"
-        )
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + line)
-            self.drawn = True
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        fraction = None
+        if report.bytes_total:
+            fraction = min(1.0, report.bytes_read / report.bytes_total)
+        self.shown.update(report.exchanges, "exchanges", fraction, report.stored)
+
+    def finish(self, report) -> None:
+        self(report)
+        self.shown.finish()
 
     def close(self) -> None:
-        if self.drawn:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+        self.shown.close()
 
 
 def mine_summary(report) -> str:
@@ -64,7 +55,7 @@ def cmd_mine(args) -> int:
     from trusty_memory.common.names import validate_palace_name
 
     palace = validate_palace_name(args.palace)
-    progress = MineProgress()
+    progress = MineProgress(palace)
     try:
         report = mine(
             daemon_client(),
@@ -73,6 +64,7 @@ def cmd_mine(args) -> int:
             None if args.format == "auto" else args.format,
             on_progress=progress,
         )
+        progress.finish(report)
     finally:
         progress.close()
     output(args, report.as_dict(), mine_summary(report))

@@ -303,3 +303,46 @@ def test_markdown_split_at_headings_and_bounded(daemon, tmp_path):
         "# not a heading"
         in next(d for d in got if d["metadata"]["heading_path"] == "Guide > Install")["content"]
     )
+
+
+def test_progress_on_a_terminal_is_redrawn_and_ends_at_100_percent(daemon, tmp_path):
+    """On a terminal (a real pseudo-terminal as stderr) mine redraws one line with the share
+    of the files read, exchanges, stored and rate, ending at 100%; without one (a pipe) it
+    writes whole lines and a last one at 100%. A resumed run counts the part already read."""
+    import pty
+
+    lines = transcript(SESSION, "/home/ana/src/api", qa(40))
+    path = write_transcript(tmp_path / "proj" / f"{SESSION}.jsonl", lines[:120])  # 30 exchanges
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trusty_memory.client.cli.main", "mine", "tty", str(path)],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out, _ = proc.communicate(timeout=300)
+    os.close(leader)
+    assert proc.returncode == 0, shown
+    text = shown.decode()
+    assert "\r" in text and "mine tty:" in text, text
+    assert "100.0% 30 exchanges, 30 stored" in text, text
+    assert b"mined 1 files into tty" in out
+
+    # Grown, without a terminal: the old part counts as read, the end is 100% again.
+    with path.open("a") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines[120:]))
+    r = run_cli(daemon, "mine", "tty", str(path))
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("mine tty:")]
+    assert lines and "\r" not in r.stderr, r.stderr
+    assert "100.0% 10 exchanges, 10 stored" in lines[-1], r.stderr
