@@ -163,7 +163,17 @@ def test_accept_errors_are_one_line_per_interval_and_serving_goes_on(served):
     finally:
         for sock in burst:
             sock.close()
-    assert _initialize_s(s) < 5.0
+    # The burst's connections still queued are accepted after ours and may shed it (a cap
+    # of 1): a client retries, and is answered within the same 5 s.
+    t0 = time.monotonic()
+    while True:
+        try:
+            _initialize_s(s)
+            break
+        except (ConnectionError, http.client.HTTPException):
+            assert time.monotonic() - t0 < 5.0, "no answer within 5 s of the burst's end"
+            time.sleep(0.1)
+    assert time.monotonic() - t0 < 5.0
     err = s.stderr()
     assert "Traceback" not in err and "Too many open files" in err, err[:2000]
     assert err.count("accept failing") <= 2 and len(err) < STDERR_LIMIT, err[:2000]
