@@ -50,7 +50,7 @@ from trusty_memory.broker.records import Closing, Pending, Service, WorkerRec
 from trusty_memory.broker.remote_palaces import FILE_NAME as REMOTE_PALACES_FILE
 from trusty_memory.broker.remote_palaces import RemotePalaces
 from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
-from trusty_memory.common import __version__, palace_dir, transport
+from trusty_memory.common import __version__, palace_dir, tracing, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config, worker_budget
 from trusty_memory.common.disk_full import disk_full_error
@@ -99,6 +99,8 @@ class Broker:
         self.inflight: dict[tuple[bytes, str], tuple[Pending, WorkerRec]] = {}
         # Every accepted request not answered yet (with a worker or queued), by (client, id).
         self.unanswered: set[tuple[bytes, str]] = set()
+        # Traced requests in flight: their trace ids, for the reply's span (tracing only).
+        self.traces: dict[tuple[bytes, str], str] = {}
         self.palaces = PalaceRegistry(config)
         self.autoscaler = Autoscaler(config.palace)
         self.closing: dict[str, Closing] = {}  # palaces being deleted or renamed, by name
@@ -151,13 +153,21 @@ class Broker:
             self.log.warning("dropped client message with bad framing", frames=len(frames))
             return
         client, frame = frames
+        if tracing.ON:
+            started = tracing.now()
         try:
             req = p.decode_request(frame)
         except p.TrustyError as exc:
             self.reply(client, p.error_response(p.salvage_id(frame), exc.code, exc.message))
             return
+        if tracing.ON and req.trace:
+            if len(self.traces) > 10_000:  # traced requests that were never answered
+                self.traces.clear()
+            self.traces[(client, req.id)] = req.trace
         try:
             self.route(client, req, frame)
+            if tracing.ON and req.trace:
+                tracing.span(req.trace, f"broker.route {req.method}", started)
         except p.TrustyError as exc:
             self.reply(client, p.error_response(req.id, exc.code, exc.message))
         except OSError as exc:
@@ -502,6 +512,14 @@ class Broker:
 
     def on_reply(self, worker: WorkerRec, client: bytes, rid: str, frame: bytes) -> None:
         key = (client, rid)
+        if tracing.ON and (trace := self.traces.pop(key, "")):
+            started = tracing.now()
+            self.on_reply_untraced(worker, key, frame)
+            tracing.span(trace, f"broker.reply {worker.service}", started)
+            return
+        self.on_reply_untraced(worker, key, frame)
+
+    def on_reply_untraced(self, worker: WorkerRec, key: tuple[bytes, str], frame: bytes) -> None:
         worker.inflight.pop(key, None)
         if not worker.answered and not worker.remote:
             self.supervisor.note_served(worker.pid)

@@ -19,7 +19,7 @@ import zmq.asyncio
 from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_local
 from trusty_memory.client.sync import POLL_SLICE_S, SeqTracker, prepare_params
 from trusty_memory.common import protocol as p
-from trusty_memory.common import transport
+from trusty_memory.common import tracing, transport
 from trusty_memory.common.config import Config, load_config
 
 
@@ -114,6 +114,8 @@ class AsyncClient:
         timeout: float | None = None,
     ) -> Any:
         """Send one request and return its ``data``; raise ``TrustyError`` on error."""
+        trace = tracing.current.get() if tracing.ON else ""
+        started = sent = tracing.now() if trace else 0
         wait_s = (timeout or self.config.broker.request_timeout_s) + 2.0
         rid, frame = p.encode_request(
             method,
@@ -131,6 +133,9 @@ class AsyncClient:
             if self.link is not None:
                 self.link.poll()  # a drop and return before this request: no reason to resend
             await self._open_socket().send(frame)
+            if trace:
+                sent = tracing.now()
+                tracing.span(trace, "host.daemon.send", started, sent)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + wait_s
             while (remaining := deadline - loop.time()) > 0:
@@ -138,6 +143,8 @@ class AsyncClient:
                 if done:
                     resp = fut.result()
                     self.seqs.note(palace, resp)
+                    if trace:
+                        tracing.span(trace, "host.daemon.wait", sent)
                     return p.unwrap(resp)
                 if self._daemon_replaced() or self._link_back():
                     await self._connect(sent_generation)

@@ -3,7 +3,7 @@
 Front ends, the CLI, the Python client, palace workers, embedders and the dreamer all
 exchange the same Engram-style envelope, encoded as MessagePack by msgspec:
 
-    request:  {id, method, palace?, params, timeout_ms?, min_seq?}
+    request:  {id, method, palace?, params, timeout_ms?, min_seq?, trace?}
     response: {id, ok, data, error: {code, message}?, seq?}
 
 A palace is served by one writer and 0..N readers. A write's response carries ``seq``,
@@ -45,6 +45,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import msgspec
+
+from trusty_memory.common import tracing
 
 if TYPE_CHECKING:
     from trusty_memory.common.config import Config, LimitsSettings
@@ -150,6 +152,9 @@ class Request(msgspec.Struct, kw_only=True, omit_defaults=True):
     # Sent by the daemon's own actors (the dreamer): not a client's use of the daemon, so
     # it does not keep a client-started daemon from its idle exit.
     background: bool = False
+    # The request's trace id (``common/tracing.py``), set only while tracing is on; empty,
+    # it is not encoded, and a receiver that predates it ignores it (unknown fields are).
+    trace: str = ""
 
 
 class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -908,6 +913,8 @@ def encode_request(
         min_seq=min_seq,
         background=background,
     )
+    if tracing.ON:
+        req.trace = tracing.current.get()
     return rid, _encode_valid(method, req, {"palace": palace, "method": method, "id": rid})
 
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from trusty_memory.common import home, transport
+from trusty_memory.common import home, tracing, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
 from trusty_memory.common.disk_full import disk_full_error
@@ -137,9 +137,12 @@ class Worker:
                 if self._broker().poll(int(heartbeat * 1000), zmq.POLLIN):
                     jobs = self._drain()
                     if jobs:
-                        with self.pulse.busy("batch"):
-                            replies = self.handle_batch(jobs)
-                        self._send_replies(replies)
+                        if tracing.ON:
+                            self._traced_batch(jobs)
+                        else:
+                            with self.pulse.busy("batch"):
+                                replies = self.handle_batch(jobs)
+                            self._send_replies(replies)
                         worked = True
                         idle_at = time.monotonic() + heartbeat
                         continue
@@ -172,6 +175,29 @@ class Worker:
                     pass
                 self.socket.close(linger=500)
         return 0
+
+    def _traced_batch(self, jobs: list[Job]) -> None:
+        """One batch with its spans (tracing on): the whole batch and the replies' sends,
+        for each traced job in it; the first traced job's id goes on any request the batch
+        makes (a palace worker's call to the embedder)."""
+        kind = self.trace_kind()
+        traces = [job.request.trace for job in jobs if job.request.trace]
+        token = tracing.current.set(traces[0] if traces else "")
+        started = tracing.now()
+        try:
+            with self.pulse.busy("batch"):
+                replies = self.handle_batch(jobs)
+        finally:
+            tracing.current.reset(token)
+        handled = tracing.now()
+        self._send_replies(replies)
+        for trace in traces:
+            tracing.span(trace, f"{kind}.batch", started, handled)
+            tracing.span(trace, f"{kind}.send", handled)
+
+    def trace_kind(self) -> str:
+        """The actor's name in span stages: ``embedder`` or ``worker``."""
+        return "embedder" if self.service.startswith(p.EMBEDDER_SERVICE) else "worker"
 
     def _connect(self) -> None:
         if self.socket is not None:
@@ -220,6 +246,13 @@ class Worker:
             if command == p.W_REQUEST and len(frames) == 3:
                 client, frame = frames[1], frames[2]
                 try:
+                    if tracing.ON:
+                        started = tracing.now()
+                        job = Job(client, p.decode_request(frame))
+                        if job.request.trace:
+                            tracing.span(job.request.trace, f"{self.trace_kind()}.decode", started)
+                        jobs.append(job)
+                        continue
                     jobs.append(Job(client, p.decode_request(frame)))
                 except p.TrustyError as exc:
                     self.log.warning("malformed request", error=exc.message)
@@ -357,6 +390,14 @@ def reply_to(job: Job, fn, seq_of=None) -> Reply:
     if given, is the palace seq to report once ``fn`` has run."""
     rid = job.request.id
     try:
+        if tracing.ON and (trace := job.request.trace):
+            started = tracing.now()
+            result = fn()
+            ran = tracing.now()
+            reply = Reply(job.client, rid, p.ok_response(rid, result, seq_of() if seq_of else 0))
+            tracing.span(trace, f"worker.run {job.request.method}", started, ran)
+            tracing.span(trace, "worker.encode", ran)
+            return reply
         result = fn()
         return Reply(job.client, rid, p.ok_response(rid, result, seq_of() if seq_of else 0))
     except p.TrustyError as exc:

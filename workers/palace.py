@@ -29,6 +29,7 @@ import numpy as np
 
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
+from trusty_memory.common import tracing
 from trusty_memory.common.config import Config
 from trusty_memory.common.credentials import detector
 from trusty_memory.common.names import validate_palace_name
@@ -163,9 +164,13 @@ class PalaceWorker(Worker):
             except p.TrustyError as exc:
                 replies.append(Reply(job.client, job.request.id, _error(job, exc)))
         self.before_batch(work)
+        if tracing.ON:
+            started = tracing.now()
         t0 = time.perf_counter()
         vectors, embed_error = self.embed_all(work)
         t1 = time.perf_counter()
+        if tracing.ON and (trace := tracing.current.get()):
+            tracing.span(trace, "worker.embed", started)
         ready = []
         for job, params in work:
             if job.request.id in embed_error:

@@ -62,6 +62,7 @@ from trusty_memory.client.mcp.stdio import (
     reply_too_long,
     request_too_long,
 )
+from trusty_memory.common import tracing
 
 PARENT_CHECK_S = 1.0
 # Per session: requests fed to the SDK and not yet answered. Twice the relay's own bound
@@ -151,7 +152,8 @@ class Host:
                 return  # the replayed handshake: the client already has its answer
             writer.write(self.fitted(message, label))
 
-        session = SdkSession(build_server(front, __version__), send, self.log, SDK_BUFFER)
+        server = build_server(front, __version__)
+        session = SdkSession(server, send, self.log, SDK_BUFFER, traces=front.traces)
         if hello.get("initialize") is not None:
             session.feed(
                 {"jsonrpc": "2.0", "id": handshake_id, "method": "initialize",
@@ -163,7 +165,11 @@ class Host:
         front.start_background()
         try:
             async for line in lines:
+                if tracing.ON:
+                    started = tracing.now()
                 message = self.parse(line, send)
+                if tracing.ON and message is not None:
+                    trace_request(front.traces, message, started)
                 if message is not None:
                     waiting.asked(message)
                     await session.put(message)  # waits while SDK_BUFFER messages wait
@@ -209,6 +215,18 @@ class Host:
                 send(error_message(found.id, INTERNAL_ERROR, text))
             return None
         return message if isinstance(message, dict) else None
+
+
+def trace_request(traces: dict[str, str], message: dict[str, Any], started: int) -> None:
+    """A traced ``tools/call`` (tracing on): note its trace id for the SDK's handler and
+    the answer, record the line's decoding, and mark its hand-over to the SDK."""
+    if message.get("method") != "tools/call" or "id" not in message:
+        return
+    trace = tracing.of_meta(message.get("params"))
+    if trace:
+        traces[id_key(message["id"])] = trace
+        tracing.span(trace, "host.decode", started)
+        tracing.mark(trace, "sdk_in")
 
 
 class Waiting:

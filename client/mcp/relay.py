@@ -75,6 +75,7 @@ from trusty_memory.client.mcp.stdio import (
     reply_too_long,
     request_too_long,
 )
+from trusty_memory.common import tracing
 
 START_TIMEOUT_S = 60.0  # a daemon start, model preparation included
 
@@ -222,6 +223,7 @@ class HostLink:
         self.limits = limits
         self._send_lock = threading.Lock()
         self.closed = False
+        self.line_at = 0  # tracing on: when the line being handled was read
         self._on_message = on_message
         self._on_closed = on_closed
         self._on_dropped = on_dropped
@@ -257,6 +259,8 @@ class HostLink:
         self._on_closed(self)
 
     def _read_one(self, item: Line | TooLong) -> None:
+        if tracing.ON:
+            self.line_at = tracing.now()
         if isinstance(item, TooLong):
             self._on_dropped(item)
             return
@@ -289,6 +293,7 @@ class Relay:
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.stdin_closed = threading.Event()
         self._announced_start = False
+        self._traces: dict[str, str] = {}  # tracing on: trace id of forwarded tools/call
         self.progress = ProgressTicker(edge)
         # The id under which the host's SDK session gets the client's handshake: the host
         # drops the SDK's reply to it (the edge answered the client at once). Unique, so
@@ -320,7 +325,25 @@ class Relay:
         elif self.init_params is not None and "id" in message and plain_list_or_ping(message):
             self.edge.emit({"jsonrpc": "2.0", "id": message["id"], "result": self._local(method)})
             return
+        elif tracing.ON and method == "tools/call" and "id" in message:
+            self._trace(message)
         self._outbox.put(message)
+
+    def _trace(self, message: dict[str, Any]) -> None:
+        """Tracing on: a ``tools/call`` keeps the client's trace id (``_meta.trustyTrace``)
+        or gets one, which the host reads from the line; its relay spans start here."""
+        params = message.get("params")
+        if not isinstance(params, dict):
+            return
+        trace = tracing.of_meta(params)
+        if not trace:
+            trace = f"{os.getpid()}-{os.urandom(4).hex()}"
+            meta = params.get("_meta")
+            meta = dict(meta) if isinstance(meta, dict) else {}
+            meta[tracing.META_KEY] = trace
+            message["params"] = {**params, "_meta": meta}
+        self._traces[id_key(message["id"])] = trace
+        tracing.mark(trace, "relay_in")
 
     def _local(self, method: str) -> dict[str, Any]:
         if method == "ping":
@@ -374,6 +397,8 @@ class Relay:
                 entry = (message["id"], label_of(message), time.perf_counter())
                 self._inflight[key] = entry
         self._send(message)
+        if tracing.ON and is_request and (trace := self._traces.get(key)):
+            tracing.since(trace, "relay_in", "relay.in")
 
     def _send(self, message: dict[str, Any]) -> None:
         link = self.link
@@ -441,6 +466,11 @@ class Relay:
             if entry is not None and self.log.debug_on:
                 ms = round((time.perf_counter() - entry[2]) * 1e3, 1)
                 self.log.debug("answered", request=entry[1], ms=ms, error="error" in message)
+            if tracing.ON and (trace := self._traces.pop(key, "")) and self.link is not None:
+                started = self.link.line_at
+                self.edge.emit(message)
+                tracing.span(trace, "relay.out", started)
+                return
         self.edge.emit(message)
 
     def _dropped(self, line: IdScanner | TooLong) -> None:

@@ -24,8 +24,10 @@ from trusty_memory.client.mcp.stdio import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     error_message,
+    id_key,
     spec_tool_errors,
 )
+from trusty_memory.common import tracing
 
 
 class FrontEnd:
@@ -43,6 +45,9 @@ class FrontEnd:
         self._client: Any = client
         self._owns_client = client is None
         self._ensure: asyncio.Task[None] | None = None
+        # Traced tools/call requests handed to the SDK and not yet answered: trace id by
+        # JSON-RPC id (``id_key``), filled by the MCP host only while tracing is on.
+        self.traces: dict[str, str] = {}
 
     def client(self) -> Any:
         if self._client is None:
@@ -151,6 +156,25 @@ def build_server(front: FrontEnd, version: str) -> Any:
         # A relayed session has the client's own handshake replayed into it (mcp/host.py),
         # so its version is the client's here too.
         current = spec_tool_errors(ctx.protocol_version)
+        if tracing.ON and (trace := front.traces.get(id_key(ctx.request_id), "")):
+            tracing.since(trace, "sdk_in", "host.sdk.dispatch")
+            token = tracing.current.set(trace)
+            try:
+                return await traced_call(trace, params, current)
+            finally:
+                tracing.current.reset(token)
+        return await call(params, current)
+
+    async def traced_call(
+        trace: str, params: types.CallToolRequestParams, current: bool
+    ) -> types.CallToolResult:
+        started = tracing.now()
+        result = await call(params, current)
+        tracing.span(trace, "host.handler", started)
+        tracing.mark(trace, "handled")
+        return result
+
+    async def call(params: types.CallToolRequestParams, current: bool) -> types.CallToolResult:
         try:
             result = await front.call_tool(params.name, params.arguments, current)
         except UnknownTool as exc:
@@ -213,6 +237,7 @@ class SdkSession:
         send: Callable[[dict[str, Any]], None],
         log: Any,
         buffer: float = math.inf,
+        traces: dict[str, str] | None = None,
     ) -> None:
         """``buffer``: how many messages may wait for the SDK to take them. Unbounded for
         :meth:`feed` (direct mode, whose stdio edge bounds what it hands on); the MCP host
@@ -223,6 +248,7 @@ class SdkSession:
 
         self.server = server
         self.send = send
+        self.traces = traces if traces is not None else {}  # FrontEnd.traces (tracing on)
         self.log = log
         self._to_sdk, self._sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](
             buffer
@@ -264,6 +290,20 @@ class SdkSession:
             return None
         return SessionMessage(parsed)
 
+    def _traced_out(self, message: Any) -> bool:
+        """Send a traced request's answer with its spans (True), or leave it (False)."""
+        trace = self.traces.pop(id_key(getattr(message, "id", None)), "")
+        if not trace:
+            return False
+        tracing.since(trace, "handled", "host.sdk.out")
+        started = tracing.now()
+        try:
+            self.send(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
+        except Exception:
+            self.log.exception("could not send a message to the client")
+        tracing.span(trace, "host.encode", started)
+        return True
+
     async def close_input(self) -> None:
         await self._to_sdk.aclose()
 
@@ -272,6 +312,8 @@ class SdkSession:
 
         async def pump_out() -> None:
             async for session_message in self._from_sdk:
+                if tracing.ON and self.traces and self._traced_out(session_message.message):
+                    continue
                 try:
                     self.send(
                         session_message.message.model_dump(

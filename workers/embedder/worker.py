@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from trusty_memory.common import protocol as p
+from trusty_memory.common import tracing
 from trusty_memory.common.config import Config, load_config
 from trusty_memory.common.logs import setup_logging
 from trusty_memory.workers.base import Job, Reply, Worker
@@ -120,7 +121,13 @@ class EmbedderWorker(Worker):
             wanted.append((job, keys))
         if missing:
             try:
-                vectors = self.model.encode(list(missing.values()))
+                if tracing.ON:
+                    started = tracing.now()
+                    vectors = self.model.encode(list(missing.values()))
+                    for trace in {j.request.trace for j, _ in wanted if j.request.trace}:
+                        tracing.span(trace, "embedder.forward", started)
+                else:
+                    vectors = self.model.encode(list(missing.values()))
             except Exception as exc:  # the model failing must not take the worker down
                 self.log.error("embedding failed", error=repr(exc))
                 err = p.TrustyError(p.ErrorCode.EMBEDDING_FAILED, f"embedding failed: {exc!r}")
