@@ -14,10 +14,23 @@ tool results are dropped: they hold logs, file bodies and secrets, bulk a later 
 rarely needs (a judgement, not yet measured on real transcripts: none were at hand). Sub-agent lines
 (``isSidechain: true``, and ``agent-*.jsonl`` files) are kept as their own drawers tagged
 ``sidechain``: their findings are often what the main thread acted on.
+
+What Claude Code writes into ``user`` lines itself is not a person's prompt, and is
+neither a drawer nor the start of one (each seen in real transcripts, versions 2.0-2.1):
+lines marked ``isMeta`` (a skill's or custom command's expanded body, hook context),
+``isCompactSummary`` (the summary a compaction feeds the next context: a copy of what was
+mined already), the compaction agent's own file (``agentId`` ``acompact-*``), the
+``Warmup`` sub-agent run that 2.0 starts with each session, and text blocks that are
+only its markup: ``[Request interrupted by user]``, ``<local-command-stdout>`` and the
+other local-command and shell output wrappers, ``<task-notification>``,
+``<system-reminder>``. A slash command (``<command-name>/x</command-name>`` with
+``<command-args>``) is kept as the person typed it, ``/x ARGS``, when it has arguments;
+without them (``/mcp``, ``/clear``) it asks nothing a later session needs.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from trusty_memory.client.capture.exchanges import (
@@ -30,6 +43,23 @@ from trusty_memory.client.capture.exchanges import (
 )
 
 KIND = "claude-code"
+
+
+# Text blocks of a ``user`` line that Claude Code wrote, not the person.
+_GENERATED = (
+    "[Request interrupted by user",
+    "<local-command-caveat>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<task-notification>",
+    "<system-reminder>",
+)
+_COMMAND_NAME = re.compile(r"<command-name>\s*([^<]*?)\s*</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+# The sub-agent run Claude Code 2.0 starts at each session to warm its cache.
+_WARMUP = "Warmup"
 
 
 def looks_like(obj: object) -> bool:
@@ -45,12 +75,38 @@ def _blocks(message: object) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
+def generated_line(obj: dict[str, Any]) -> bool:
+    """Whether a whole line is Claude Code's own doing (see the module's docstring)."""
+    agent = str_field(obj, "agentId") or ""
+    return (
+        obj.get("isMeta") is True
+        or obj.get("isCompactSummary") is True
+        or obj.get("isVisibleInTranscriptOnly") is True
+        or agent.startswith("acompact")
+    )
+
+
+def person_text(text: str) -> str | None:
+    """A user text block as the person's words: None for Claude Code's markup; a slash
+    command as ``/name args`` (None without arguments); anything else as it is."""
+    head = text.lstrip()
+    if head.startswith(_GENERATED):
+        return None
+    if "<command-name>" in head and (name := _COMMAND_NAME.search(head)):
+        args = _COMMAND_ARGS.search(head)
+        rest = args.group(1).strip() if args else ""
+        return f"{name.group(1)} {rest}" if rest else None
+    return text
+
+
 def _said(blocks: list[Any], keep_tools: bool) -> list[str]:
     parts: list[str] = []
     for block in blocks:
         kind = str_field(block, "type")
         if kind == "text":
             text = str_field(block, "text")
+            if text and not keep_tools:
+                text = person_text(text)
             if text and text.strip():
                 parts.append(text)
         elif kind == "tool_use" and keep_tools:
@@ -72,16 +128,18 @@ class Parser:
         self.open: dict[str, Any] | None = None
 
     def feed(self, obj: object, end: int, digest: str) -> Exchange | None:
-        if not isinstance(obj, dict) or obj.get("type") not in ("user", "assistant"):
+        if (
+            not isinstance(obj, dict)
+            or obj.get("type") not in ("user", "assistant")
+            or generated_line(obj)
+        ):
             if self.open is not None:
                 self.open["end"], self.open["digest"] = end, digest
             return None
         blocks = _blocks(obj.get("message"))
-        is_prompt = obj.get("type") == "user" and any(
-            str_field(b, "type") == "text" for b in blocks
-        )
-        done = self.finish() if is_prompt else None
         said = _said(blocks, keep_tools=obj.get("type") == "assistant")
+        is_prompt = obj.get("type") == "user" and bool(said)
+        done = self.finish() if is_prompt else None
         if self.open is None:
             self.open = {"first": obj, "user": [], "assistant": [], "uuids": []}
         role = "user" if obj.get("type") == "user" else "assistant"
@@ -97,6 +155,8 @@ class Parser:
         if ex is None or not (ex["user"] or ex["assistant"]):
             return None
         first = ex["first"]
+        if first.get("isSidechain") is True and ex["user"] == [_WARMUP]:
+            return None
         session = str_field(first, "sessionId") or ""
         key = str_field(first, "uuid") or f"{ex['end']}"
         parts = []

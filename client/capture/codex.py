@@ -5,7 +5,15 @@ Each line is ``{"timestamp", "type", "payload"}``. ``session_meta`` gives the se
 ``message`` carry ``role`` (``user``/``assistant``) and ``content`` blocks
 (``input_text``/``output_text``). ``function_call`` payloads become one tool line; their
 outputs, reasoning and the environment/instructions messages Codex injects as ``user``
-(they start with ``<environment_context>`` or ``<user_instructions>``) are not kept.
+(they start with ``<environment_context>``, ``<user_instructions>`` or ``# AGENTS.md``)
+are not kept, nor a ``!`` shell command's record (``<user_shell_command>``, its output).
+
+A prompt is recorded twice, as a ``response_item`` message and as an ``event_msg``
+``user_message``, one after the other; some rollouts hold only the second (seen in a
+Codex Desktop session, 0.128). Either opens an exchange, and the copy that follows at once
+(same text, no reply between) is not a second prompt. ``custom_tool_call`` (``apply_patch``)
+is a tool call like ``function_call``; ``event_msg`` ``agent_message`` repeats the
+assistant's ``response_item`` text and is not read.
 """
 
 from __future__ import annotations
@@ -22,7 +30,11 @@ from trusty_memory.client.capture.exchanges import (
 )
 
 KIND = "codex"
-_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md")
+_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<user_shell_command>")
+
+
+# Tool calls kept as one line each, and the payload field holding their input.
+_CALLS = {"function_call": "arguments", "custom_tool_call": "input"}
 
 
 def looks_like(obj: object) -> bool:
@@ -59,20 +71,37 @@ class Parser:
                 if (t := str_field(b, "text")) and t.strip()
             ]
             if role == "user":
-                texts = [t for t in texts if not t.lstrip().startswith(_INJECTED)]
-                if texts:
-                    done = self.finish()
-                    self._start(obj, end)
-                    self.open["user"].extend(texts)  # type: ignore[index]
+                done = self._prompt(obj, end, texts)
             elif role == "assistant" and texts:
                 self._start(obj, end)
                 self.open["assistant"].extend(texts)  # type: ignore[index]
-        elif kind == "response_item" and ptype == "function_call" and self.open is not None:
-            self.open["assistant"].append(
-                tool_line(payload.get("name"), payload.get("arguments"))  # type: ignore[union-attr]
-            )
+        elif kind == "event_msg" and ptype == "user_message":
+            text = str_field(payload, "message")
+            done = self._prompt(obj, end, [text] if text and text.strip() else [])
+        elif kind == "response_item" and ptype in _CALLS and self.open is not None:
+            args = payload.get(_CALLS[ptype])  # type: ignore[union-attr]
+            self.open["assistant"].append(tool_line(payload.get("name"), args))  # type: ignore[union-attr]
         if self.open is not None:
             self.open["end"], self.open["digest"] = end, digest
+        return done
+
+    def _prompt(self, obj: object, end: int, texts: list[str]) -> Exchange | None:
+        """A person's message: the previous exchange is done and this one opens, unless
+        it is the second record of the prompt just opened."""
+        texts = [t for t in texts if not t.lstrip().startswith(_INJECTED)]
+        if not texts:
+            return None
+        ex = self.open
+        stripped = [t.strip() for t in texts]
+        if (
+            ex
+            and not ex["assistant"]
+            and [t.strip() for t in ex["user"][-len(texts) :]] == stripped
+        ):
+            return None
+        done = self.finish()
+        self._start(obj, end)
+        self.open["user"].extend(texts)  # type: ignore[index]
         return done
 
     def _start(self, obj: object, end: int) -> None:
