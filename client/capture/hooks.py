@@ -12,7 +12,8 @@ Two halves, both for Claude Code's hooks (its settings file's ``hooks`` ->
   a file that is not a JSON object is refused, never overwritten: it is the user's.
 * the hook itself: :func:`run_hook`, what ``trusty-memory hook claude-code`` runs. At
   ``Stop``, ``SessionEnd`` and ``PreCompact`` it starts ``trusty-memory mine PALACE
-  TRANSCRIPT --format claude-code`` detached and returns at once; at ``SessionStart`` it
+  TRANSCRIPT [SUBAGENTS] --format claude-code`` detached and returns at once (SUBAGENTS:
+  the session's ``subagents`` folder, :func:`subagent_folder`); at ``SessionStart`` it
   prints the palace's wake-up context (``wake_up.py``) as Claude Code's
   ``hookSpecificOutput.additionalContext`` within a second, or nothing.
 
@@ -478,10 +479,36 @@ def _shown(value: object) -> str:
 # -- what the hook runs --------------------------------------------------------------
 
 
-def mine_argv(palace: str, transcript: str) -> list[str]:
-    """The one command a capture hook starts: mine this session's transcript into the
-    palace (incremental: a transcript mined before is read from where that stopped)."""
-    return module_command(CLI_MODULE, "mine", palace, transcript, "--format", AGENT)
+def subagent_folder(transcript: str) -> str | None:
+    """The session's sub-agent transcripts: Claude Code 2.1 writes each sub-agent's
+    conversation to ``<session>/subagents/agent-*.jsonl`` beside the session's file, and
+    ``transcript_path`` names only the main one. Given only when both folders are real
+    folders (not links), this user's, and writable by no one else: the standard the
+    transcript itself is held to. ``transcript`` is the checked transcript's real path,
+    so the session part is a plain id, never ``..``."""
+    stem = os.path.basename(transcript).removesuffix(".jsonl")
+    if not SESSION_ID.fullmatch(stem):
+        return None
+    session = os.path.join(os.path.dirname(transcript), stem)
+    folder = os.path.join(session, "subagents")
+    me = os.geteuid()
+    for path in (session, folder):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
+            return None
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None
+    return folder
+
+
+def mine_argv(palace: str, transcript: str, *more: str) -> list[str]:
+    """The one command a capture hook starts: mine this session's transcript (and its
+    sub-agents' folder, when there is one) into the palace (incremental: a transcript
+    mined before is read from where that stopped)."""
+    return module_command(CLI_MODULE, "mine", palace, transcript, *more, "--format", AGENT)
 
 
 def spawn_detached(argv: list[str], log: Path, cwd: Path) -> int:
@@ -584,9 +611,12 @@ def run_hook(
 
             config = load_config()
             config.ensure_dirs()
-            argv = mine_argv(palace, transcript)
+            subagents = subagent_folder(transcript)
+            argv = mine_argv(palace, transcript, *([subagents] if subagents else []))
             pid = spawn(argv, config.log_dir / MINE_LOG_NAME, config.home)
             record.update(transcript=transcript, mine_pid=pid)
+            if subagents:
+                record["subagents"] = subagents
     except Refused as exc:
         record["refused"] = str(exc)
     except Exception as exc:  # a bug must not reach the agent either: logged, exit 0

@@ -88,6 +88,53 @@ def test_stop_returns_at_once_and_the_session_reaches_the_palace(daemon, setting
     assert count == len(EXCHANGES)
 
 
+def test_stop_mines_the_sessions_sub_agents_too_but_not_through_a_link(daemon, settings, tmp_path):
+    """Claude Code 2.1 keeps each sub-agent's conversation in ``<session>/subagents/``
+    beside the session's file, which ``transcript_path`` does not name: the hook mines
+    that folder as well, unless it (or the session folder) is a link."""
+    stop = installed_command(daemon.home, settings, "Stop")
+    project = tmp_path / "agents-project"
+    project.mkdir()
+    sessions = tmp_path / "claude-projects" / "-tmp-agents-project"
+    main = write_transcript(
+        sessions / f"{SESSION}.jsonl", transcript(SESSION, str(project), EXCHANGES[:1])
+    )
+    task = [("Find where the retry limit is set.", "The retry limit is 7, in config/retry.toml.")]
+    side = [
+        {**line, "isSidechain": True, "agentId": "a1b2c3d"}
+        for line in transcript(SESSION, str(project), task)
+    ]
+    folder = sessions / SESSION / "subagents"
+    write_transcript(folder / "agent-a1b2c3d.jsonl", side)
+    for path in (sessions / SESSION, folder):
+        path.chmod(0o700)
+    done, took = run_as_claude_code(
+        stop, hook_input("Stop", str(main), str(project)), daemon.home, project
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert took.fast(), f"Stop hook took {took}"
+    record = last_log(daemon.home)
+    assert record["subagents"] == str(folder) and record["mine_pid"] > 0
+
+    def mined() -> bool:
+        with Client(daemon.config, autostart=False) as c:
+            try:
+                drawers = c.list("agents-project", limit=50).drawers
+            except Exception:
+                return False
+        return any("retry limit is 7" in d.content and "sidechain" in d.tags for d in drawers)
+
+    wait_until(mined, 90, "the sub-agent's exchange in the palace")
+
+    # The session folder swapped for a link to somewhere else: only the transcript is mined.
+    elsewhere = tmp_path / "elsewhere"
+    (sessions / SESSION).rename(elsewhere)
+    (sessions / SESSION).symlink_to(elsewhere)
+    run_as_claude_code(stop, hook_input("Stop", str(main), str(project)), daemon.home, project)
+    record = last_log(daemon.home)
+    assert record["mine_pid"] > 0 and "subagents" not in record
+
+
 def test_session_start_gives_the_wake_up_context_within_a_second(daemon, settings, project):
     start = installed_command(daemon.home, settings, "SessionStart")
     palace = "wake-hooked"
