@@ -2,7 +2,16 @@
 of node id to ``{message, parent, children}`` and a ``current_node``. The conversation a
 person last saw is the path from ``current_node`` back to the root; branches left behind
 by an edit or a regenerate are not on it and are not mined. A message has ``author.role``,
-``create_time`` (epoch seconds) and ``content.parts`` (strings for text)."""
+``create_time`` (epoch seconds) and ``content.parts`` (strings for text).
+
+What the app does not show is not a person's words or a reply either, and is skipped: a
+message whose ``metadata.is_visually_hidden_from_conversation`` is true (the system
+prompt, custom instructions), an assistant message addressed to a tool (``recipient``
+other than ``all``: a search query, a code run) and one on the ``analysis`` channel
+(reasoning). Reasoning (``thoughts``, ``reasoning_recap``), code and tool output carry
+no text ``parts`` and are skipped with it. There is no official description of the
+export; these fields are checked against what independent public readers of real exports
+agree on."""
 
 from __future__ import annotations
 
@@ -43,7 +52,21 @@ def _path(conv: dict[str, Any]) -> list[dict[str, Any]]:
     return path[::-1]
 
 
+def _shown(message: dict[str, Any]) -> bool:
+    """Whether the app shows ``message`` in the conversation (see the module's docstring)."""
+    metadata = message.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("is_visually_hidden_from_conversation") is True:
+        return False
+    if str_field(message, "channel") == "analysis":
+        return False
+    role = str_field(message.get("author"), "role")
+    recipient = message.get("recipient")
+    return not (role == "assistant" and isinstance(recipient, str) and recipient != "all")
+
+
 def _text(message: dict[str, Any]) -> str:
+    if not _shown(message):
+        return ""
     content = message.get("content")
     parts = content.get("parts") if isinstance(content, dict) else None
     if not isinstance(parts, list):

@@ -249,6 +249,50 @@ def test_chatgpt_export_follows_current_node_only(daemon, tmp_path):
     ]
 
 
+def test_chatgpt_export_skips_what_the_app_does_not_show(daemon, tmp_path):
+    """The hidden system and custom-instructions messages, an assistant message addressed
+    to a tool (its query), reasoning and a tool's output are neither prompt nor reply."""
+
+    def node(nid, parent, message):
+        return {"id": nid, "message": message, "parent": parent, "children": []}
+
+    def msg(nid, role, parts, **more):
+        content = {"content_type": more.pop("content_type", "text"), "parts": parts}
+        return {
+            "id": nid,
+            "author": {"role": role},
+            "create_time": 1763630000.0,
+            "content": content,
+            "recipient": "all",
+            **more,
+        }
+
+    hidden = {"is_visually_hidden_from_conversation": True}
+    chain = [
+        msg("s", "system", [""], metadata=hidden),
+        msg("ctx", "user", ["I am a Go developer."], metadata=hidden),
+        msg("u", "user", ["What is the latest Go release?"]),
+        msg("q", "assistant", ['search("latest Go release")'], recipient="web.run"),
+        msg("t", "tool", ["Go 1.99 released (search result page)"]),
+        msg("r", "assistant", ["thinking about it"], channel="analysis"),
+        msg("a", "assistant", ["The latest is Go 1.99."]),
+    ]
+    mapping, parent = {}, None
+    for m in chain:
+        mapping[m["id"]] = node(m["id"], parent, m)
+        parent = m["id"]
+    export = tmp_path / "conversations.json"
+    export.write_text(
+        json.dumps([{"id": "c", "title": "Go", "current_node": "a", "mapping": mapping}])
+    )
+    report = mine(daemon, "gpt-hidden", export)
+    assert report["stored"] == 1
+    (d,) = drawers(daemon, "gpt-hidden")
+    assert (
+        d["content"] == "User: What is the latest Go release?\n\nAssistant: The latest is Go 1.99."
+    )
+
+
 def test_claude_ai_export(daemon, tmp_path):
     export = tmp_path / "conversations.json"
     export.write_text(
