@@ -11,7 +11,12 @@ returns tool results) and everything the assistant said until the next prompt, v
 Thinking is dropped (the model's scratch work, not a decision; signed, bulky); a tool call
 becomes one line (``[tool Bash: {"command": "pytest -q"}]``) so a drawer says what ran;
 tool results are dropped: they hold logs, file bodies and secrets, bulk a later question
-rarely needs (a judgement, not yet measured on real transcripts: none were at hand). Sub-agent lines
+rarely needs. Measured on five real Claude Code 2.1 sessions (15 MB, 9,234 lines; the
+public ones ``tests/capture/data`` is trimmed from): of the characters in ``message``
+content, tool results are 69 %, tool inputs 23 %, thinking 2.4 %, and the person's and
+the assistant's words 5.6 %; keeping tool output would make drawers about 13 times
+larger, mostly of file bodies and command output. (Each result is stored twice in the
+file: ``toolUseResult`` repeats it beside the message, unread here.) Sub-agent lines
 (``isSidechain: true``, and ``agent-*.jsonl`` files) are kept as their own drawers tagged
 ``sidechain``: their findings are often what the main thread acted on.
 
