@@ -57,6 +57,11 @@ from trusty_memory.common.disk_full import disk_full_error
 from trusty_memory.common.names import validate_palace_name
 
 TICK_S = 0.05
+# The dreamer starts once an embedder is ready (it has nothing to do before: every pass it
+# makes goes through a palace worker that embeds), and at the latest this long after the
+# daemon started. On a cold start its interpreter and imports would otherwise take CPU from
+# the embedder's model load and the MCP host's SDK import: the first search waits on both.
+DREAMER_START_S = 10.0
 MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported
 # A worker that died this many times in a row, each soon after its start, is in a crash
 # loop: the requests waiting for it are answered with the crash, not left to time out.
@@ -113,6 +118,8 @@ class Broker:
         # A daemon a client started leaves once clients stop asking (run_daemon sets it).
         self.idle_exit_s: float | None = None
         self.last_client_request = time.monotonic()
+        # When the dreamer is still to start (``start_dreamer_when_due``); None: started or off.
+        self.dreamer_due: float | None = None
 
     # -- the loop ----------------------------------------------------------------
 
@@ -121,9 +128,9 @@ class Broker:
             self.supervisor.template.start()  # ready by the time a palace is first asked for
         for slot in range(self.config.embedder.pool_size):
             self.supervisor.ensure(p.EMBEDDER_SERVICE, slot)
-        if self.config.dreamer.enabled:
-            self.supervisor.ensure(p.DREAMER_SERVICE)
         self.supervisor.ensure(p.MCP_HOST_SERVICE)
+        if self.config.dreamer.enabled:
+            self.dreamer_due = time.monotonic() + DREAMER_START_S
         while self.running:
             events = dict(self.poller.poll(int(TICK_S * 1000)))
             if self.backend in events:
@@ -556,8 +563,18 @@ class Broker:
 
     # -- housekeeping ------------------------------------------------------------
 
+    def start_dreamer_when_due(self, now: float) -> None:
+        """Start the dreamer once an embedder is ready or ``DREAMER_START_S`` has passed."""
+        if self.dreamer_due is None:
+            return
+        embedders = self.services.get(p.EMBEDDER_SERVICE)
+        if now >= self.dreamer_due or (embedders is not None and embedders.workers):
+            self.dreamer_due = None
+            self.supervisor.ensure(p.DREAMER_SERVICE)
+
     def housekeeping(self) -> None:
         now = time.monotonic()
+        self.start_dreamer_when_due(now)
         for child in self.supervisor.reap():
             gone = [w for w in self.workers.values() if w.pid == child.last_pid and not w.remote]
             for worker in gone:
