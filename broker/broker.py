@@ -57,10 +57,10 @@ from trusty_memory.common.disk_full import disk_full_error
 from trusty_memory.common.names import validate_palace_name
 
 TICK_S = 0.05
-# The dreamer starts once an embedder is ready (it has nothing to do before: every pass it
-# makes goes through a palace worker that embeds), and at the latest this long after the
-# daemon started. On a cold start its interpreter and imports would otherwise take CPU from
-# the embedder's model load and the MCP host's SDK import: the first search waits on both.
+# The dreamer starts once a palace worker is ready and nothing is waiting for an answer (on
+# a cold start: right after the first search is answered), and at the latest this long after
+# the daemon started. It has nothing to do before, and on a cold start its interpreter took
+# CPU from the model load and the MCP host's SDK import that the first search waits on.
 DREAMER_START_S = 10.0
 MAX_ATTEMPTS = 2  # a request survives one worker crash; the second is reported
 # A worker that died this many times in a row, each soon after its start, is in a crash
@@ -564,11 +564,14 @@ class Broker:
     # -- housekeeping ------------------------------------------------------------
 
     def start_dreamer_when_due(self, now: float) -> None:
-        """Start the dreamer once an embedder is ready or ``DREAMER_START_S`` has passed."""
+        """Start the dreamer once a palace worker is ready and no request is waiting for
+        its answer, or once ``DREAMER_START_S`` has passed."""
         if self.dreamer_due is None:
             return
-        embedders = self.services.get(p.EMBEDDER_SERVICE)
-        if now >= self.dreamer_due or (embedders is not None and embedders.workers):
+        palace_up = any(
+            w.service.startswith(p.PALACE_SERVICE_PREFIX) for w in self.workers.values()
+        )
+        if now >= self.dreamer_due or (palace_up and not self.unanswered):
             self.dreamer_due = None
             self.supervisor.ensure(p.DREAMER_SERVICE)
 

@@ -1,10 +1,11 @@
-"""The dreamer starts after the first embedder is ready, not beside it (issue 40, item 9).
+"""The dreamer starts after the first answer from a palace, not beside the embedder (issue
+40, item 9).
 
 On a cold start (an agent's first ``serve`` with no daemon running) the first search waits
 for the embedder's model load and the MCP host's SDK import; on two cores the dreamer's own
-interpreter start took CPU from both. The daemon now holds the dreamer back until an
-embedder has said READY, or ``DREAMER_START_S`` at the latest, and it still runs: a real
-daemon, its log read for the order of the two events.
+interpreter start took CPU from both. The daemon now holds the dreamer back until a palace
+worker is ready with nothing left to answer, or ``DREAMER_START_S`` at the latest, and it
+still runs: a real daemon, its log read for the order of the events.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ def _at(event: dict) -> float:
     return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
-def test_the_dreamer_starts_once_an_embedder_is_ready():
+def test_the_dreamer_starts_after_the_first_answer_from_a_palace():
     daemon = Daemon(_short_tmp("tmd-")).start()
     try:
         client = Client(daemon.config, autostart=False)
+        client.palace_create("first")
+        client.remember("first", "the first note of the day")
         pid = wait_until(lambda: client.status()["dreamer_pid"], 60, "the dreamer")
         events = _events(daemon)
         started = next(e for e in events if e["event"] == "daemon started")
@@ -47,10 +50,10 @@ def test_the_dreamer_starts_once_an_embedder_is_ready():
             e for e in events if e["event"] == "spawned" and e.get("service") == "dreamer"
         )
         ready = [
-            e for e in events if e["event"] == "worker ready" and e.get("service") == "embedder"
+            e for e in events if e["event"] == "worker ready" and e.get("service") == "palace:first"
         ]
-        # After the embedder's READY, or (a machine so loaded that the model took longer)
-        # once DREAMER_START_S had passed: never beside the embedder's start.
+        # After the palace's READY (its first answer then follows), or (a machine so loaded
+        # that the model took longer) once DREAMER_START_S had passed: never at the start.
         assert (ready and _at(spawned) >= _at(ready[0])) or (
             _at(spawned) - _at(started) >= DREAMER_START_S - 0.1
         ), (spawned, ready, started)
