@@ -59,6 +59,7 @@ SPAN_ORDER = [
     "host.decode",
     "host.sdk.dispatch",
     "host.handler",
+    "host.daemon.encode",
     "host.daemon.send",
     "broker.route TOOL",
     "worker.decode",

@@ -124,6 +124,8 @@ class AsyncClient:
             timeout_ms=int(timeout * 1000) if timeout else None,
             min_seq=self.seqs.min_seq(method, palace),
         )
+        if trace:
+            tracing.span(trace, "host.daemon.encode", started)
         if self.socket is None:
             await self._connect(self.generation)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()

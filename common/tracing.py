@@ -22,12 +22,13 @@ set. ``bench/trace_recall.py`` collects the spans and prints the per-stage break
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import json
 import os
 import threading
 import time
-from typing import IO, Any
+from typing import Any
 
 ENV = "TRUSTY_MEMORY_TRACE"
 META_KEY = "trustyTrace"  # in an MCP request's params._meta
@@ -42,25 +43,46 @@ current: contextvars.ContextVar[str] = contextvars.ContextVar("trusty_trace", de
 
 now = time.perf_counter_ns  # callers read it only when ON
 
+FLUSH_S = 0.1  # spans reach the file this often, from a thread of their own
+
 _lock = threading.Lock()
-_out: IO[str] | None = None
-_out_pid = 0
+_pending: list[str] = []
+_flusher_pid = 0
 _marks: dict[tuple[str, str], int] = {}
 
 
 def span(trace: str, stage: str, start: int, end: int | None = None) -> None:
-    """Record one span (call only when :data:`ON` and ``trace`` is set)."""
-    global _out, _out_pid
+    """Record one span (call only when :data:`ON` and ``trace`` is set).
+
+    The line is only queued here: a thread writes the queue out every :data:`FLUSH_S`
+    (and at exit), so the file write never lands inside the next span being timed."""
+    global _flusher_pid
     end = now() if end is None else end
     pid = os.getpid()
-    line = json.dumps({"t": trace, "s": stage, "a": start, "b": end, "p": pid}) + "\n"
+    line = json.dumps({"t": trace, "s": stage, "a": start, "b": end, "p": pid})
     with _lock:
-        if _out is None or _out_pid != pid:  # first span, or a forked child's first
-            os.makedirs(DIR, exist_ok=True)
-            # open for the process's life: one line per span, flushed as written
-            _out = open(os.path.join(DIR, f"spans-{pid}.jsonl"), "a", buffering=1)  # noqa: SIM115
-            _out_pid = pid
-        _out.write(line)
+        _pending.append(line)
+        if _flusher_pid != pid:  # first span, or a forked child's first
+            _flusher_pid = pid
+            threading.Thread(target=_flush_loop, name="trace-flush", daemon=True).start()
+            atexit.register(flush)
+
+
+def flush() -> None:
+    """Write the queued spans to this process's file."""
+    with _lock:
+        lines = _pending[:]
+        _pending.clear()
+    if lines:
+        os.makedirs(DIR, exist_ok=True)
+        with open(os.path.join(DIR, f"spans-{os.getpid()}.jsonl"), "a") as out:
+            out.write("\n".join(lines) + "\n")
+
+
+def _flush_loop() -> None:
+    while True:
+        time.sleep(FLUSH_S)
+        flush()
 
 
 def mark(trace: str, name: str, at: int | None = None) -> None:

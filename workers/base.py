@@ -191,9 +191,10 @@ class Worker:
             tracing.current.reset(token)
         handled = tracing.now()
         self._send_replies(replies)
+        sent = tracing.now()
         for trace in traces:
             tracing.span(trace, f"{kind}.batch", started, handled)
-            tracing.span(trace, f"{kind}.send", handled)
+            tracing.span(trace, f"{kind}.send", handled, sent)
 
     def trace_kind(self) -> str:
         """The actor's name in span stages: ``embedder`` or ``worker``."""

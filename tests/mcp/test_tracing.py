@@ -6,6 +6,7 @@ neither the envelope nor the answers change. Real daemon, real workers, real mod
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import msgspec
@@ -59,8 +60,27 @@ def traced(tmp_path_factory):
     stop_daemon_in(home)
 
 
-def by_trace(directory: Path) -> dict[str, dict[str, set[int]]]:
-    """stage -> pids that recorded it, per trace id."""
+def by_trace(
+    directory: Path, *, wait_for: set[str] = frozenset()
+) -> dict[str, dict[str, set[int]]]:
+    """stage -> pids that recorded it, per trace id, once the traces in ``wait_for`` are
+    written (each process writes its spans out every ``tracing.FLUSH_S``)."""
+    deadline = time.monotonic() + 5 + 20 * tracing.FLUSH_S
+    while True:
+        traces = _read(directory)
+        if wait_for <= traces.keys() and all(_complete(traces[t]) for t in wait_for):
+            return traces
+        if time.monotonic() > deadline:
+            return traces
+        time.sleep(tracing.FLUSH_S)
+
+
+def _complete(stages: dict[str, set[int]]) -> bool:
+    """Every actor has written its last span of this call (the relay's comes last)."""
+    return "relay.out" in stages and "embedder.send" in stages and "worker.send" in stages
+
+
+def _read(directory: Path) -> dict[str, dict[str, set[int]]]:
     out: dict[str, dict[str, set[int]]] = {}
     for span in tracing.read_spans(str(directory)):
         assert span["b"] >= span["a"], span
@@ -72,7 +92,7 @@ def test_tracing_on_yields_spans_from_every_hop(traced):
     home, spans = traced
     results = asyncio.run(calls(home, {tracing.ENV: str(spans)}, meta=True))
     assert results[1]["results"][0]["content"].startswith("The staging cluster")
-    traces = by_trace(spans)
+    traces = by_trace(spans, wait_for={"rem-1", "rec-1"})
     recall = traces["rec-1"]
     assert recall.keys() >= RECALL_STAGES, RECALL_STAGES - recall.keys()
     pids = {stage.split(".")[0]: pids for stage, pids in recall.items()}
@@ -88,9 +108,16 @@ def test_tracing_on_yields_spans_from_every_hop(traced):
 
 def test_a_traced_call_without_a_trace_id_gets_one_from_the_relay(traced):
     home, spans = traced
-    before = set(by_trace(spans))
+    before = set(by_trace(spans, wait_for={"rem-1", "rec-1"}))
     asyncio.run(calls(home, {tracing.ENV: str(spans)}, meta=False))
-    new = {t: stages for t, stages in by_trace(spans).items() if t not in before}
+    deadline = time.monotonic() + 5
+    while True:
+        new = {t: stages for t, stages in _read(spans).items() if t not in before}
+        if (len(new) == 2 and all(_complete(v) for v in new.values())) or (
+            time.monotonic() > deadline
+        ):
+            break
+        time.sleep(tracing.FLUSH_S)
     assert len(new) == 2, new  # one trace per call, named by the relay
     for stages in new.values():
         assert {"relay.in", "relay.out", "host.handler", "worker.batch"} <= stages.keys()

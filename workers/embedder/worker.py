@@ -124,8 +124,9 @@ class EmbedderWorker(Worker):
                 if tracing.ON:
                     started = tracing.now()
                     vectors = self.model.encode(list(missing.values()))
+                    ended = tracing.now()
                     for trace in {j.request.trace for j, _ in wanted if j.request.trace}:
-                        tracing.span(trace, "embedder.forward", started)
+                        tracing.span(trace, "embedder.forward", started, ended)
                 else:
                     vectors = self.model.encode(list(missing.values()))
             except Exception as exc:  # the model failing must not take the worker down
