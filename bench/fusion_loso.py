@@ -3,6 +3,7 @@
     .venv/bin/python bench/replay.py --home DIR --variants after \\
         --set retrieval.VECTOR_TEMPERATURE=T --set retrieval.TEXT_EVIDENCE=E --out RUN.json
     .venv/bin/python bench/fusion_loso.py RUN.json [RUN.json ...] [--table]
+        [--shipped RUN.json]
 
 A setting tuned on the sets it is then judged on says little about sets nobody has. So each
 source of questions is left out in turn: the setting is chosen on all the others (the one
@@ -11,7 +12,8 @@ the one left out, whose figures were never looked at to choose it. The engineeri
 their two seeds come from one generator, so they leave together. A setting is a replay run
 (its ``--set`` assignments); ``--table`` prints the markdown table of ``BENCHMARKS.md``:
 per held-out source, the setting chosen without it, and plain and deep R@1 / R@5 / R@10 on
-it (LoCoMo: turn figures).
+it (LoCoMo: turn figures); with ``--shipped``, also that run's deep R@1 (the figure a
+held-out set had before), so a fold can be checked against "no worse than shipped".
 """
 
 from __future__ import annotations
@@ -68,13 +70,19 @@ def loso(runs: list[tuple[str, dict, dict]]) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| held out | setting chosen on the other sets | `memory_recall` | deep |",
-             "|---|---|---:|---:|"]  # fmt: skip
+def table(rows: list[dict], shipped: dict[str, list[float]] | None = None) -> str:
+    head = "| held out | setting chosen on the other sets | `memory_recall` |"
+    rule = "|---|---|---:|"
+    if shipped is not None:
+        head, rule = head + " shipped deep R@1 |", rule + "---:|"
+    lines = [head + " deep (held out) |", rule + "---:|"]
     for r in rows:
         plain = " / ".join(f"{x:.1f}" for x in r["plain"])
         deep = " / ".join(f"{x:.1f}" for x in r["deep"])
-        lines.append(f"| {r['set']} | {r['chosen']} | {plain} | {deep} |")
+        cells = [r["set"], r["chosen"], plain]
+        if shipped is not None:
+            cells.append(f"{shipped[r['set']][0]:.1f}")
+        lines.append("| " + " | ".join([*cells, deep]) + " |")
     return "\n".join(lines)
 
 
@@ -82,11 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="bench/replay.py --out files")
     parser.add_argument("--table", action="store_true", help="print the markdown table")
+    parser.add_argument("--shipped", type=Path, help="the run of the code as it was shipped")
     args = parser.parse_args(argv)
     runs = [load(path) for path in args.runs]
     rows = loso(runs)
     if args.table:
-        print(table(rows))
+        print(table(rows, load(args.shipped)[1] if args.shipped else None))
     else:
         print(json.dumps(rows, indent=2))
     for run in runs:

@@ -217,7 +217,7 @@ def test_deep_recall_lifts_the_episode_neighbour_of_a_hit(store, monkeypatch):
     elsewhere = RememberParams(text="Priya, in Ops", room="Ops", created_at=t.format(2))
     store.remember_batch(
         [
-            (question, fake_embed(question.text)),
+            (question, near_query(0.25, "question")),  # near the query, as a model puts it
             (reply, near_query(0.34, "reply")),
             (elsewhere, fake_embed("elsewhere")),
         ]
@@ -884,3 +884,58 @@ def test_episodes_join_only_notes_that_continue_each_other(store, monkeypatch):
     assert same(labels[2], labels[3]) and same(labels[3], labels[2])
     monkeypatch.setattr(retrieval, "EPISODES_CONTINUE", 0)
     assert retrieval.episodes(store, set(labels))(labels[0], labels[1])  # room and time alone
+
+
+def test_deep_recall_answers_first_by_meaning_when_only_the_words_favour_another(
+    store, monkeypatch
+):
+    """Issue 37: a standalone note first by meaning, asked in other words, stays deep
+    recall's first answer over a note that holds the question's words but is clearly
+    further by meaning (0.2 of cosine); within the margin the words still decide."""
+    from trusty_memory.workers.store import ranking as retrieval
+
+    query = fake_embed("how does the billing code keep money")
+    near_query = functools.partial(at_cosine, query)
+    day = "2025-06-{:02d}T08:00:00Z"  # a day apart: no episodes
+    notes = [RememberParams(text=f"billing filler note {k}", created_at=day.format(1))
+             for k in range(60)]  # fmt: skip
+    notes += [RememberParams(text=f"code sample {k}", created_at=day.format(2))
+              for k in range(30)]  # fmt: skip
+    notes += [RememberParams(text=f"unrelated filler {k}", created_at=day.format(3))
+              for k in range(100)]  # fmt: skip
+    store.remember_batch([(n, fake_embed(n.text)) for n in notes])
+    meant = RememberParams(text="Ledger stores amounts as int64 cents", created_at=day.format(5))
+    store.remember_batch([(meant, near_query(0.60, "meant"))])
+    worded = RememberParams(text="billing code dashboard", created_at=day.format(6))
+    store.remember_batch([(worded, near_query(0.40, "worded"))])
+
+    def first() -> str:
+        return store.recall("how does the billing code keep money", query, 5, deep=True)[0].content
+
+    assert retrieval.MEANING_FIRST_MARGIN <= 0.2
+    assert first() == meant.text
+    monkeypatch.setattr(retrieval, "MEANING_FIRST_MARGIN", 0.25)
+    assert first() == worded.text  # within the margin: the words' evidence decides
+    monkeypatch.setattr(retrieval, "MEANING_FIRST_MARGIN", -1.0)
+    assert first() == worded.text  # off: rank fusion alone
+
+
+def test_meaning_first_moves_the_vectors_first_only_over_a_clear_margin():
+    """``meaning_first`` puts the vector's first drawer first only where fusion's first has
+    a full BM25 vote, no named date chose it, and the vector's first is at least the
+    margin closer; otherwise the fused order stands."""
+    from trusty_memory.workers.store.ranking import meaning_first
+
+    ranked = [(2, 0.9), (1, 0.8), (3, 0.7)]
+    vector = [(1, 0.60), (2, 0.40), (3, 0.30)]
+    assert meaning_first(ranked, vector, {2: 1.0}, margin=0.15) == [(1, 0.9), (2, 0.9), (3, 0.7)]
+    assert meaning_first(ranked, vector, {2: 0.6}, margin=0.15) == ranked  # partial vote
+    assert meaning_first(ranked, vector, {}, margin=0.15) == ranked  # not a BM25 hit
+    assert meaning_first(ranked, vector, {2: 1.0}, [2], margin=0.15) == ranked  # a date chose it
+    assert meaning_first(ranked, vector, {2: 1.0}, margin=0.25) == ranked  # within the margin
+    assert meaning_first(ranked, vector, {2: 1.0}, margin=-1.0) == ranked  # switched off
+    assert meaning_first(ranked, vector, None, margin=0.15) == ranked  # votes not weighed
+    continues = {2}.__contains__  # fusion's first continues its predecessor: a turn
+    assert meaning_first(ranked, vector, {2: 1.0}, margin=0.15, borrowed=continues) == ranked
+    out = meaning_first([(9, 0.9), (2, 0.8)], vector, {9: 1.0}, margin=0.15)
+    assert out == [(1, 0.9), (9, 0.9)]  # fusion's first not among the vector's: cosine -1
