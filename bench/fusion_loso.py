@@ -8,7 +8,8 @@
 A setting tuned on the sets it is then judged on says little about sets nobody has. So each
 source of questions is left out in turn: the setting is chosen on all the others (the one
 with the best mean of deep R@1 and R@10 over them, each set counted once), and judged on
-the one left out, whose figures were never looked at to choose it. The engineering notes and
+the one left out, whose figures were never looked at to choose it (settings the others
+score alike are each reported: a tie is not broken by the held-out set). The engineering notes and
 their two seeds come from one generator, so they leave together. A setting is a replay run
 (its ``--set`` assignments); ``--table`` prints the markdown table of ``BENCHMARKS.md``:
 per held-out source, the setting chosen without it, and plain and deep R@1 / R@5 / R@10 on
@@ -63,10 +64,14 @@ def loso(runs: list[tuple[str, dict, dict]]) -> list[dict]:
         if not held:
             continue
         others = sorted(s for s in present if s not in members)
-        chosen = max(runs, key=lambda run: objective(run[1], others))
-        for s in held:
-            rows.append({"fold": fold, "set": s, "chosen": chosen[0],
-                         "plain": chosen[2][s], "deep": chosen[1][s]})  # fmt: skip
+        best = max(objective(run[1], others) for run in runs)
+        # Settings the other sets cannot tell apart (a rule only the held-out set exercises)
+        # are all chosen: each gets a row, so a tie is never broken in the held-out set's favour.
+        tied = [run for run in runs if objective(run[1], others) >= best - 1e-9]
+        for chosen in tied:
+            for s in held:
+                rows.append({"fold": fold, "set": s, "chosen": chosen[0], "tied": len(tied),
+                             "plain": chosen[2][s], "deep": chosen[1][s]})  # fmt: skip
     return rows
 
 
