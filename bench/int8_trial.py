@@ -30,7 +30,6 @@ import dataclasses
 import json
 import os
 import shutil
-import sqlite3
 import statistics
 import sys
 import time
@@ -134,16 +133,7 @@ def _predecessor(mixed: np.ndarray, own: np.ndarray, candidates: np.ndarray) -> 
 def remake_palace(source: Path, target: Path, model: compiled_model.CompiledModel) -> dict:
     """A copy of the palace at ``source`` with every vector made by ``model``; returns how
     the new own vectors compare with the stored ones (cosines)."""
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    for name in ("palace.json", "identity.txt"):
-        if (source / name).exists():
-            shutil.copy2(source / name, target / name)
-    src = sqlite3.connect(f"file:{source / DB_FILE}?mode=ro", uri=True)
-    dst = sqlite3.connect(target / DB_FILE)
-    src.backup(dst)
-    src.close()
-    dst.close()
+    replay.copy_palace(source, target)
     db = store_schema.connect(target / DB_FILE)
     rows = db.execute(
         "SELECT label, room, content, vector, own_vector FROM drawers ORDER BY label"

@@ -142,11 +142,9 @@ def open_store(home: Path, palace: str, settings, variant: str = "after") -> Rea
     return ReadStore.open_reader(palace_dir, palace, settings)
 
 
-def rewrite(source: Path, target: Path, variant: str) -> Path:
-    """A copy of the palace at ``source`` as the ``before`` or ``off`` variant wrote it
-    (see the module doc), made once; its index is rebuilt from SQLite when it is opened."""
-    if (target / DB_FILE).exists():
-        return target
+def copy_palace(source: Path, target: Path) -> None:
+    """``target`` made afresh as a copy of the palace at ``source`` (its SQLite file through
+    SQLite's backup, so a palace in use copies whole); the index is left to be rebuilt."""
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     for name in ("palace.json", "identity.txt"):
@@ -157,6 +155,14 @@ def rewrite(source: Path, target: Path, variant: str) -> Path:
     src.backup(dst)
     src.close()
     dst.close()
+
+
+def rewrite(source: Path, target: Path, variant: str) -> Path:
+    """A copy of the palace at ``source`` as the ``before`` or ``off`` variant wrote it
+    (see the module doc), made once; its index is rebuilt from SQLite when it is opened."""
+    if (target / DB_FILE).exists():
+        return target
+    copy_palace(source, target)
     db = store_schema.connect(target / DB_FILE)
     rows = db.execute(
         "SELECT label, room, julianday(created_at) * 86400.0, content,"
