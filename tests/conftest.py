@@ -9,7 +9,9 @@ kill or restart daemons use ``fresh_daemon`` for a home of their own.
 from __future__ import annotations
 
 import os
+import pty
 import pwd
+import select
 import shutil
 import signal
 import subprocess
@@ -106,6 +108,46 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def on_pty(
+    argv: list[str], env: dict[str, str], *, streams: tuple[str, ...], timeout: float = 120
+) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` with the named ``streams`` ("stdin", "stdout", "stderr") on a fresh
+    pseudo-terminal, stdout piped when it is not one and the rest discarded: its exit
+    status, what it wrote on the terminal (as sent, ``\r`` included) and its piped stdout
+    (read once the command is done: for short output).
+    Reading stops at the command's close (EIO), its exit or ``timeout``; it is killed if
+    still running."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=slave if "stdin" in streams else subprocess.DEVNULL,
+        stdout=slave if "stdout" in streams else subprocess.PIPE,
+        stderr=slave if "stderr" in streams else subprocess.DEVNULL,
+    )
+    os.close(slave)
+    shown = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the command closed its side
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            elif proc.poll() is not None:
+                break
+        piped = proc.stdout.read() if proc.stdout is not None else b""
+        return proc.wait(timeout=10), bytes(shown), piped
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
 
 
 def _short_tmp(prefix: str) -> Path:

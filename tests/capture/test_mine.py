@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from tests.capture.claude_code import transcript, write_transcript
-from tests.conftest import run_cli, wait_until
+from tests.conftest import on_pty, run_cli, wait_until
 
 SESSION = "5e0c1b2a-7d4f-4a1e-9c3b-8f2d6e1a0b97"
 
@@ -353,30 +353,15 @@ def test_progress_on_a_terminal_is_redrawn_and_ends_at_100_percent(daemon, tmp_p
     """On a terminal (a real pseudo-terminal as stderr) mine redraws one line with the share
     of the files read, exchanges, stored and rate, ending at 100%; without one (a pipe) it
     writes whole lines and a last one at 100%. A resumed run counts the part already read."""
-    import pty
-
     lines = transcript(SESSION, "/home/ana/src/api", qa(40))
     path = write_transcript(tmp_path / "proj" / f"{SESSION}.jsonl", lines[:120])  # 30 exchanges
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
+    code, shown, out = on_pty(
         [sys.executable, "-m", "trusty_memory.client.cli.main", "mine", "tty", str(path)],
-        env=daemon.env,
-        stdout=subprocess.PIPE,
-        stderr=follower,
+        daemon.env,
+        streams=("stderr",),
+        timeout=300,
     )
-    os.close(follower)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        shown += chunk
-    out, _ = proc.communicate(timeout=300)
-    os.close(leader)
-    assert proc.returncode == 0, shown
+    assert code == 0, shown
     text = shown.decode()
     assert "\r" in text and "mine tty:" in text, text
     assert "100.0% 30 exchanges, 30 stored" in text, text

@@ -12,7 +12,6 @@ import json
 import os
 import pty
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -24,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import Daemon, _short_tmp, run_cli
+from tests.conftest import Daemon, _short_tmp, on_pty, run_cli
 from trusty_memory.client.mcp.stdio import TERMINAL_NOTICE
 
 pytestmark = pytest.mark.slow
@@ -56,31 +55,8 @@ def ok(d: Daemon, *args: str, stdin: str | None = None) -> subprocess.CompletedP
 def on_a_terminal(d: Daemon, *args: str, timeout: float = 120) -> tuple[int, str]:
     """Run the command with stdin and stdout on a pseudo-terminal: its exit status and
     what it wrote there."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [*CLI, *args], env=d.env, stdin=slave, stdout=slave, stderr=subprocess.DEVNULL
-    )
-    os.close(slave)
-    out = bytearray()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the command closed its side
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            elif proc.poll() is not None:
-                break
-        return proc.wait(timeout=10), out.decode().replace("\r\n", "\n")
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
+    code, shown, _ = on_pty([*CLI, *args], d.env, streams=("stdin", "stdout"), timeout=timeout)
+    return code, shown.decode().replace("\r\n", "\n")
 
 
 def test_serve_on_a_terminal_says_what_it_is_and_a_pipe_changes_nothing(started):

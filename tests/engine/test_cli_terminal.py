@@ -13,19 +13,15 @@ daemon, on a pipe, and ``show`` once on a pseudo-terminal.
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
-import select
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import Daemon, _short_tmp, run_cli
+from tests.conftest import Daemon, _short_tmp, on_pty, run_cli
 from trusty_memory.client.cli.admin import shown_log_line
 from trusty_memory.client.cli.human import clip, describe, visible
 
@@ -170,29 +166,11 @@ def test_show_on_a_terminal_obeys_nothing(hostile):
 
 def on_a_terminal(d: Daemon, *args: str, timeout: float = 120) -> str:
     """What the command wrote on a pseudo-terminal (its stdout and stderr), as sent."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([*CLI, *args], env=d.env, stdin=slave, stdout=slave, stderr=slave)
-    os.close(slave)
-    out = bytearray()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 0.2)[0]:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the command closed its side
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            elif proc.poll() is not None:
-                break
-        assert proc.wait(timeout=10) == 0, out
-        return out.decode().replace("\r\n", "\n")  # the terminal's own line ends
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
+    code, shown, _ = on_pty(
+        [*CLI, *args], d.env, streams=("stdin", "stdout", "stderr"), timeout=timeout
+    )
+    assert code == 0, shown
+    return shown.decode().replace("\r\n", "\n")  # the terminal's own line ends
 
 
 # -- the rules themselves, checked directly ----------------------------------------------
