@@ -137,12 +137,7 @@ class Worker:
                 if self._broker().poll(int(heartbeat * 1000), zmq.POLLIN):
                     jobs = self._drain()
                     if jobs:
-                        if tracing.ON:
-                            self._traced_batch(jobs)
-                        else:
-                            with self.pulse.busy("batch"):
-                                replies = self.handle_batch(jobs)
-                            self._send_replies(replies)
+                        self._work(jobs)
                         worked = True
                         idle_at = time.monotonic() + heartbeat
                         continue
@@ -175,6 +170,27 @@ class Worker:
                     pass
                 self.socket.close(linger=500)
         return 0
+
+    def parts(self, jobs: list[Job]) -> list[list[Job]]:
+        """The order a drained batch runs in, as parts whose replies leave together
+        (``PalaceWriter`` puts a bulk write after the calls that came beside it)."""
+        return [jobs]
+
+    def _work(self, jobs: list[Job]) -> None:
+        """Run the drained jobs part by part, each part's replies sent before the next
+        starts; between parts, requests that arrived meanwhile join the line and are
+        ordered again with what is left, so they need not wait for all of it."""
+        pending = self.parts(jobs)
+        while pending:
+            part = pending.pop(0)
+            if tracing.ON:
+                self._traced_batch(part)
+            else:
+                with self.pulse.busy("batch"):
+                    replies = self.handle_batch(part)
+                self._send_replies(replies)
+            if pending and self.running and self._broker().poll(0, zmq.POLLIN):
+                pending = self.parts([job for rest in pending for job in rest] + self._drain())
 
     def _traced_batch(self, jobs: list[Job]) -> None:
         """One batch with its spans (tracing on): the whole batch and the replies' sends,

@@ -28,10 +28,30 @@ from trusty_memory.workers.store import ranking as retrieval
 from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.write import PalaceStore
 
+# Writes that hold the writer for a while and come from bulk clients (``mine`` and
+# ``import`` send ``palace_import``; the dreamer its steps), not from a session waiting
+# on its answer.
+BULK_METHODS = frozenset({"palace_import", *p.DREAM_METHODS})
+
 
 class PalaceWriter(PalaceWorker):
     role = "writer"
     methods = p.PALACE_METHODS
+
+    def parts(self, jobs: list[Job]) -> list[list[Job]]:
+        """The batch's session calls first, then each bulk write alone, so a recall that
+        arrived beside an import is answered before the import runs (``mine`` beside
+        sixteen sessions: bench/mine_under_load.py). Jobs of one client keep their order:
+        if a bulk client also sent a session call in this batch, nothing moves. Other
+        clients' calls were concurrent with the bulk write, so either order is one they
+        could have seen."""
+        writes = [job for job in jobs if job.request.method in BULK_METHODS]
+        if not writes:
+            return [jobs]
+        rest = [job for job in jobs if job.request.method not in BULK_METHODS]
+        if any(job.client in {w.client for w in writes} for job in rest):
+            return [jobs]
+        return [*([rest] if rest else []), *([job] for job in writes)]
 
     def _open(self) -> PalaceStore:
         return PalaceStore.open(
