@@ -400,6 +400,11 @@ class ImportParams(msgspec.Struct, kw_only=True):
 
     drawers: list[ImportDrawer] = []
     triples: list[ImportTriple] = []
+    # The drawers' vectors are their own texts' (``mine`` embeds each exchange alone): the
+    # writer gives a drawer that continues its predecessor the mix a remember would get
+    # (``workers/store/context.py``). Off, vectors are stored exactly as given (an export's
+    # already hold their mixes).
+    mix_context: bool = False
 
 
 class DrawerGetParams(msgspec.Struct, kw_only=True):

@@ -14,10 +14,17 @@ Codex Desktop session, 0.128). Either opens an exchange, and the copy that follo
 (same text, no reply between) is not a second prompt. ``custom_tool_call`` (``apply_patch``)
 is a tool call like ``function_call``; ``event_msg`` ``agent_message`` repeats the
 assistant's ``response_item`` text and is not read.
+
+A run can end between a prompt's two records (a hook mines while Codex writes): the
+prompt is stored as an exchange of its own, and the progress kept for the file says so
+(``resume_state``), so the run that reads on knows the copy that comes first for what it
+is (``resume``) and does not store the prompt a second time.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from trusty_memory.client.capture.exchanges import (
@@ -52,6 +59,21 @@ class Parser:
         self.cwd: str | None = None
         self.branch: str | None = None
         self.open: dict[str, Any] | None = None
+        # A prompt already stored without a reply: its first record was the file's last
+        # line at the previous run, and its copy may open this one.
+        self.stored_prompt = ""
+        self.last_prompt_only = ""  # the same, for the exchange ``finish`` just returned
+
+    def resume(self, saved: dict[str, Any]) -> None:
+        """Continue from the progress a previous run left (see the module doc)."""
+        value = saved.get("codex_prompt")
+        self.stored_prompt = value if isinstance(value, str) else ""
+
+    def resume_state(self) -> dict[str, Any]:
+        """What the next run needs beside the offset: the prompt stored without a reply
+        at the end of the file, if that is how it ended."""
+        pending = self.last_prompt_only or self.stored_prompt  # the latter: nothing read since
+        return {"codex_prompt": pending} if pending else {}
 
     def feed(self, obj: object, end: int, digest: str) -> Exchange | None:
         payload = obj.get("payload") if isinstance(obj, dict) else None
@@ -99,19 +121,26 @@ class Parser:
             and [t.strip() for t in ex["user"][-len(texts) :]] == stripped
         ):
             return None
+        if ex is None and self.stored_prompt and self.stored_prompt == _prompt_key(stripped):
+            self.stored_prompt = ""
+            return None  # the copy of the prompt the previous run stored
         done = self.finish()
         self._start(obj, end)
         self.open["user"].extend(texts)  # type: ignore[index]
         return done
 
     def _start(self, obj: object, end: int) -> None:
+        self.stored_prompt = ""
         if self.open is None:
             self.open = {"at": str_field(obj, "timestamp"), "pos": end, "user": [], "assistant": []}
 
     def finish(self) -> Exchange | None:
         ex, self.open = self.open, None
+        self.last_prompt_only = ""
         if ex is None or not (ex["user"] or ex["assistant"]):
             return None
+        if not ex["assistant"]:
+            self.last_prompt_only = _prompt_key([t.strip() for t in ex["user"]])
         parts = []
         if ex["user"]:
             parts.append("User: " + "\n\n".join(ex["user"]))
@@ -127,3 +156,8 @@ class Parser:
             end=ex["end"],
             digest=ex["digest"],
         )
+
+
+def _prompt_key(stripped: list[str]) -> str:
+    """A prompt's texts as a short key for the progress store (no prompt text kept there)."""
+    return hashlib.sha256(json.dumps(stripped).encode()).hexdigest()[:32]

@@ -390,7 +390,7 @@ class _Miner:
             chunk = drawers[start : start + IMPORT_SLICE]
             data = self.client.call(
                 "palace_import",
-                {"drawers": chunk, "triples": []},
+                {"drawers": chunk, "triples": [], "mix_context": True},
                 palace=self.palace,
                 timeout=IMPORT_TIMEOUT_S + IMPORT_PER_DRAWER_S * len(chunk),
             )
@@ -435,8 +435,9 @@ class _Miner:
             if saved is not None and start == 0 and saved.get("offset"):
                 self.report.files_reread += 1
             parser = (claude_code.Parser if fmt == "claude-code" else codex.Parser)(key)
-            if fmt == "codex" and start > 0:
+            if isinstance(parser, codex.Parser) and start > 0 and saved is not None:
                 _session_meta(path, parser)
+                parser.resume(saved)
             ident = {"format": fmt, "dev": st.st_dev, "ino": st.st_ino}
             end, digest = start, hasher.hexdigest()
             for obj, end in _lines(stream, start, hasher, self.report):
@@ -450,7 +451,8 @@ class _Miner:
             if done is not None:
                 self._exchange(done, key, ident)
             # Lines after the last exchange (summaries, tool results) are consumed too.
-            self.add(_Item(None, key, {**ident, "offset": end, "sha256": digest}))
+            tail = parser.resume_state() if isinstance(parser, codex.Parser) else {}
+            self.add(_Item(None, key, {**ident, "offset": end, "sha256": digest, **tail}))
 
     def _exchange(self, ex: Exchange, key: str, ident: dict[str, Any]) -> None:
         self.add(

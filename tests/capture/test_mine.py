@@ -6,6 +6,7 @@ is counted and skipped, never a crash."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -375,3 +376,67 @@ def test_progress_on_a_terminal_is_redrawn_and_ends_at_100_percent(daemon, tmp_p
     lines = [x for x in r.stderr.splitlines() if x.startswith("mine tty:")]
     assert lines and "\r" not in r.stderr, r.stderr
     assert "100.0% 10 exchanges, 10 stored" in lines[-1], r.stderr
+
+
+def test_codex_run_that_ended_between_a_prompts_two_records_stores_it_once(daemon, tmp_path):
+    """Codex writes a prompt as a ``response_item`` then an ``event_msg`` copy; a hook
+    can mine in between. The next run knows the copy and stores the prompt once."""
+
+    def line(kind, payload):
+        return (
+            json.dumps({"timestamp": "2026-11-21T09:00:00.000Z", "type": kind, "payload": payload})
+            + "\n"
+        )
+
+    def msg(role, kind, text):
+        return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+
+    path = tmp_path / "rollout-2026-11-21T09-00-00-def.jsonl"
+    meta = line("session_meta", {"id": "def-456", "cwd": "/home/ana/src/shop"})
+    first = line("response_item", msg("user", "input_text", "Which queue do refunds use?"))
+    path.write_text(meta + first)
+    assert mine(daemon, "codex-split", path)["stored"] == 1
+    with path.open("a") as f:
+        f.write(
+            line("event_msg", {"type": "user_message", "message": "Which queue do refunds use?"})
+        )
+    assert mine(daemon, "codex-split", path)["stored"] == 0  # nothing new, the copy known
+    with path.open("a") as f:
+        f.write(line("response_item", msg("assistant", "output_text", "The refunds-v2 queue.")))
+        f.write(line("response_item", msg("user", "input_text", "And its owner?")))
+        f.write(line("event_msg", {"type": "user_message", "message": "And its owner?"}))
+        f.write(line("response_item", msg("assistant", "output_text", "The payments team.")))
+    mine(daemon, "codex-split", path)
+    contents = sorted(d["content"] for d in drawers(daemon, "codex-split"))
+    assert sum("Which queue do refunds use?" in c for c in contents) == 1, contents
+    assert sum("And its owner?" in c for c in contents) == 1, contents
+    assert any("The refunds-v2 queue." in c for c in contents)
+    assert any("And its owner?" in c and "The payments team." in c for c in contents)
+
+
+def test_mined_exchange_that_continues_the_last_gets_a_remembers_mixed_vector(daemon, tmp_path):
+    """A remember that continues its predecessor gets ``own + 0.5 * predecessor``; mined
+    exchanges get the same (they used to keep their own vector only, and ranked below
+    the same exchanges remembered one by one), with their own vector kept beside."""
+    import base64
+
+    import numpy as np
+
+    path = write_transcript(
+        tmp_path / "p" / f"{SESSION}.jsonl", transcript(SESSION, "/home/ana/src/mix", qa(3))
+    )
+    mine(daemon, "mixed", path)
+    r = run_cli(daemon, "export", "mixed", timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    got = sorted((x for x in rows if x.get("type") == "drawer"), key=lambda d: d["created_at"])
+
+    def vec(value) -> np.ndarray:
+        return np.frombuffer(base64.b64decode(value), dtype="<f4")
+
+    assert len(got) == 3 and "own_vector" not in got[0]  # the first has no predecessor
+    for before, after in itertools.pairwise(got):
+        own, prev_own = vec(after["own_vector"]), vec(before.get("own_vector", before["vector"]))
+        want = own + 0.5 * prev_own
+        assert np.allclose(vec(after["vector"]), want / np.linalg.norm(want), atol=1e-5)
+        assert after["context"]  # the predecessor's words, for deep recall

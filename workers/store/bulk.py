@@ -251,6 +251,34 @@ def _add_context(store: PalaceStore, drawers: list[CheckedDrawer]) -> None:
         d.context = kept
 
 
+def _mix_context(store: PalaceStore, drawers: list[CheckedDrawer]) -> None:
+    """Each new drawer that continues its predecessor gets the vector a remember would
+    (``context.mix`` of its own and the predecessor's own vector; its own kept beside,
+    for the dreamer), the drawers taken in the order they are written after the palace's
+    newest. For an import whose vectors are the drawers' own texts' (``mix_context``):
+    ``mine`` embeds each exchange alone, and its drawers ranked below the same exchanges
+    remembered one by one until they got this (BENCHMARKS.md, capture quality)."""
+    row = store.db.conn.execute(
+        "SELECT room, created_at, content, coalesce(own_vector, vector) FROM drawers"
+        " ORDER BY label DESC LIMIT 1"
+    ).fetchone()
+    previous = None
+    if row is not None and row[3] is not None:
+        previous = (context.Written(row[0], context.seconds_of(row[1]), row[2]), row[3])
+    for d in drawers:
+        assert d.vector is not None  # given, or embedded by ``_embed_missing`` before this
+        me = context.Written(d.room, context.seconds_of(d.created_at), d.content)
+        own = d.own_vector or d.vector
+        if (
+            d.own_vector is None
+            and previous is not None
+            and context.context_of(previous[0], me, retrieval.EPISODE_WINDOW_S) is not None
+        ):
+            mixed = context.mix(np.frombuffer(own, "<f4"), np.frombuffer(previous[1], "<f4"))
+            d.own_vector, d.vector = own, mixed.astype("<f4").tobytes()
+        previous = (me, own)
+
+
 def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.ImportResult:
     """Store one batch in one transaction (all or nothing); see the module doc."""
     max_bytes = store.settings.max_text_bytes
@@ -273,6 +301,8 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
     _embed_missing([d for d in new.values() if d.vector is None], embed, store.dim)
     if store.settings.context_vectors:
         _add_context(store, [d for d in new.values() if not d.context_given])
+        if params.mix_context:
+            _mix_context(store, list(new.values()))
 
     added: list[tuple[int, CheckedDrawer]] = []
     triples_added = 0
