@@ -13,7 +13,8 @@ Two halves, both for Claude Code's hooks (its settings file's ``hooks`` ->
 * the hook itself: :func:`run_hook`, what ``trusty-memory hook claude-code`` runs. At
   ``Stop``, ``SessionEnd`` and ``PreCompact`` it starts ``trusty-memory mine PALACE
   TRANSCRIPT [SUBAGENTS] --format claude-code`` detached and returns at once (SUBAGENTS:
-  the session's ``subagents`` folder, :func:`subagent_folder`); at ``SessionStart`` it
+  the session's ``subagents`` folder, :func:`subagent_folder`, and the ``agent-*.jsonl``
+  files older Claude Code wrote beside it, :func:`older_sidechains`); at ``SessionStart`` it
   prints the palace's wake-up context (``wake_up.py``) as Claude Code's
   ``hookSpecificOutput.additionalContext`` within a second, or nothing.
 
@@ -76,6 +77,7 @@ INPUT_WAIT_S = 2.0  # Claude Code writes the JSON and closes stdin at once
 WAKE_UP_WAIT_S = 0.8  # SessionStart answers within a second, or says nothing
 MAX_PATH = 4096
 HEAD_BYTES = 64 * 1024  # what is read of a transcript to see that it is one
+SIDECHAINS_SEEN = 64  # older Claude Code's agent files looked at per hook, newest first
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 MAX_SETTINGS = 16 * 1024 * 1024
 LOG_NAME = "hooks.log"  # what each hook run decided, one JSON line each
@@ -422,6 +424,11 @@ def checked_transcript(value: object) -> str:
     this user, in a folder no one else may write (so no one can swap it afterwards), and
     starting with a JSON object line, as Claude Code's transcripts do. Opened without
     following links and without blocking, and only its first ``HEAD_BYTES`` read."""
+    return _checked(value)[0]
+
+
+def _checked(value: object) -> tuple[str, bytes]:
+    """``checked_transcript``'s real path, and the head it read."""
     if not isinstance(value, str) or not value or len(value) > MAX_PATH or "\0" in value:
         raise Refused(f"transcript_path is not a path: {_shown(value)}")
     if not os.path.isabs(value) or not value.endswith(".jsonl"):
@@ -452,7 +459,7 @@ def checked_transcript(value: object) -> str:
         os.close(fd)
     if not _looks_like_transcript(head):
         raise Refused(f"transcript_path does not start like a transcript: {_shown(value)}")
-    return real
+    return real, head
 
 
 def _looks_like_transcript(head: bytes) -> bool:
@@ -502,6 +509,37 @@ def subagent_folder(transcript: str) -> str | None:
         if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             return None
     return folder
+
+
+def older_sidechains(transcript: str) -> list[str]:
+    """The session's sub-agent transcripts as Claude Code before 2.1 wrote them:
+    ``agent-<id>.jsonl`` beside every session's file in the project folder, naming their
+    session only inside (``sessionId`` on each line). Of the ``SIDECHAINS_SEEN`` agent
+    files changed last (a project folder can hold thousands, and the hook must return at
+    once), those whose first line names this session, each held to the transcript's own
+    standard (``checked_transcript``)."""
+    session = os.path.basename(transcript).removesuffix(".jsonl")
+    if not SESSION_ID.fullmatch(session):
+        return []
+    try:
+        with os.scandir(os.path.dirname(transcript)) as entries:
+            agents = [
+                (e.stat(follow_symlinks=False).st_mtime, e.path)
+                for e in entries
+                if e.name.startswith("agent-") and e.name.endswith(".jsonl")
+            ]
+    except OSError:
+        return []
+    found = []
+    for _, path in sorted(agents, reverse=True)[:SIDECHAINS_SEEN]:
+        try:
+            real, head = _checked(path)
+            first = json.loads(head.partition(b"\n")[0])
+        except (Refused, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(first, dict) and first.get("sessionId") == session:
+            found.append(real)
+    return sorted(found)
 
 
 def mine_argv(palace: str, transcript: str, *more: str) -> list[str]:
@@ -612,11 +650,14 @@ def run_hook(
             config = load_config()
             config.ensure_dirs()
             subagents = subagent_folder(transcript)
-            argv = mine_argv(palace, transcript, *([subagents] if subagents else []))
+            older = older_sidechains(transcript)
+            argv = mine_argv(palace, transcript, *([subagents] if subagents else []), *older)
             pid = spawn(argv, config.log_dir / MINE_LOG_NAME, config.home)
             record.update(transcript=transcript, mine_pid=pid)
             if subagents:
                 record["subagents"] = subagents
+            if older:
+                record["sidechains"] = older
     except Refused as exc:
         record["refused"] = str(exc)
     except Exception as exc:  # a bug must not reach the agent either: logged, exit 0

@@ -389,3 +389,51 @@ def test_a_palace_given_at_install_wins_over_the_project(daemon, tmp_path, proje
     assert took.fast()
     record = last_log(daemon.home)
     assert record["palace"] == "pinned-palace" and record["mine_pid"] > 0
+
+
+def test_stop_mines_older_claude_codes_agent_files_of_this_session_only(daemon, settings, tmp_path):
+    """Claude Code before 2.1 wrote sub-agent transcripts as ``agent-<id>.jsonl`` beside
+    every session's file, naming the session inside: the hook mines this session's, not
+    another session's, nor one reached through a link."""
+    stop = installed_command(daemon.home, settings, "Stop")
+    project = tmp_path / "old-layout"
+    project.mkdir()
+    sessions = tmp_path / "claude-projects" / "-tmp-old-layout"
+    main = write_transcript(
+        sessions / f"{SESSION}.jsonl", transcript(SESSION, str(project), EXCHANGES[:1])
+    )
+
+    def agent(name: str, session: str, answer: str) -> Path:
+        task = [(f"Task for {name}.", answer)]
+        lines = [
+            {**line, "isSidechain": True, "agentId": name}
+            for line in transcript(session, str(project), task)
+        ]
+        return write_transcript(sessions / f"agent-{name}.jsonl", lines)
+
+    ours = agent("0a1b2c3d", SESSION, "The cache TTL is 42 seconds.")
+    agent("9f8e7d6c", "00000000-1111-2222-3333-444444444444", "Another session's answer.")
+    linked = agent("5e5e5e5e", SESSION, "Read through a link.")
+    outside = tmp_path / "outside.jsonl"
+    linked.rename(outside)
+    linked.symlink_to(outside)
+    done, took = run_as_claude_code(
+        stop, hook_input("Stop", str(main), str(project)), daemon.home, project
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert took.fast(), f"Stop hook took {took}"
+    record = last_log(daemon.home)
+    assert record["sidechains"] == [str(ours)] and record["mine_pid"] > 0
+
+    def mined() -> bool:
+        with Client(daemon.config, autostart=False) as c:
+            try:
+                drawers = c.list("old-layout", limit=50).drawers
+            except Exception:
+                return False
+        return any("cache TTL is 42" in d.content and "sidechain" in d.tags for d in drawers)
+
+    wait_until(mined, 90, "the older sub-agent's exchange in the palace")
+    with Client(daemon.config, autostart=False) as c:
+        text = "\n".join(d.content for d in c.list("old-layout", limit=50).drawers)
+    assert "Another session's answer." not in text and "through a link" not in text
