@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--pace", type=float, default=1.0, help="seconds between a session's calls")
     ap.add_argument("--mine-palace", default="project")
+    ap.add_argument("--readers", type=int, default=0, help="readers of the sessions' palace")
     args = ap.parse_args()
     with running_daemon() as config:
         home = Path(os.environ["TRUSTY_MEMORY_HOME"])
@@ -85,6 +86,8 @@ def main() -> None:
             c.palace_create("project")
             if args.mine_palace != "project":
                 c.palace_create(args.mine_palace)
+            if args.readers:
+                c.scale("project", args.readers)
         fill(config, "project", 300)
         # Replies of a few sentences (~400 characters), as an assistant's usually are.
         qa = [
@@ -118,6 +121,7 @@ def main() -> None:
                 "pace_s": args.pace,
                 "seconds": args.seconds,
                 "exchanges": args.exchanges,
+                "readers": args.readers,
                 "alone": alone,
                 "mining": mining,
                 "p99_ratio": {
