@@ -88,17 +88,38 @@ def test_stop_returns_at_once_and_the_session_reaches_the_palace(daemon, setting
     assert count == len(EXCHANGES)
 
 
+def one_session(tmp_path: Path, name: str) -> tuple[Path, Path, Path]:
+    """A project folder, Claude Code's folder of its sessions, and one session's transcript
+    of one exchange in it."""
+    project = tmp_path / name
+    project.mkdir()
+    sessions = tmp_path / "claude-projects" / f"-tmp-{name}"
+    main = write_transcript(
+        sessions / f"{SESSION}.jsonl", transcript(SESSION, str(project), EXCHANGES[:1])
+    )
+    return project, sessions, main
+
+
+def wait_for_sidechain(daemon, palace: str, words: str) -> None:
+    """Until a sub-agent's exchange holding ``words`` is in ``palace``, tagged as one."""
+
+    def mined() -> bool:
+        with Client(daemon.config, autostart=False) as c:
+            try:
+                drawers = c.list(palace, limit=50).drawers
+            except Exception:
+                return False
+        return any(words in d.content and "sidechain" in d.tags for d in drawers)
+
+    wait_until(mined, 90, f"the sub-agent's exchange ({words!r}) in {palace}")
+
+
 def test_stop_mines_the_sessions_sub_agents_too_but_not_through_a_link(daemon, settings, tmp_path):
     """Claude Code 2.1 keeps each sub-agent's conversation in ``<session>/subagents/``
     beside the session's file, which ``transcript_path`` does not name: the hook mines
     that folder as well, unless it (or the session folder) is a link."""
     stop = installed_command(daemon.home, settings, "Stop")
-    project = tmp_path / "agents-project"
-    project.mkdir()
-    sessions = tmp_path / "claude-projects" / "-tmp-agents-project"
-    main = write_transcript(
-        sessions / f"{SESSION}.jsonl", transcript(SESSION, str(project), EXCHANGES[:1])
-    )
+    project, sessions, main = one_session(tmp_path, "agents-project")
     task = [("Find where the retry limit is set.", "The retry limit is 7, in config/retry.toml.")]
     side = [
         {**line, "isSidechain": True, "agentId": "a1b2c3d"}
@@ -116,15 +137,7 @@ def test_stop_mines_the_sessions_sub_agents_too_but_not_through_a_link(daemon, s
     record = last_log(daemon.home)
     assert record["subagents"] == str(folder) and record["mine_pid"] > 0
 
-    def mined() -> bool:
-        with Client(daemon.config, autostart=False) as c:
-            try:
-                drawers = c.list("agents-project", limit=50).drawers
-            except Exception:
-                return False
-        return any("retry limit is 7" in d.content and "sidechain" in d.tags for d in drawers)
-
-    wait_until(mined, 90, "the sub-agent's exchange in the palace")
+    wait_for_sidechain(daemon, "agents-project", "retry limit is 7")
 
     # The session folder swapped for a link to somewhere else: only the transcript is mined.
     elsewhere = tmp_path / "elsewhere"
@@ -396,12 +409,7 @@ def test_stop_mines_older_claude_codes_agent_files_of_this_session_only(daemon, 
     every session's file, naming the session inside: the hook mines this session's, not
     another session's, nor one reached through a link."""
     stop = installed_command(daemon.home, settings, "Stop")
-    project = tmp_path / "old-layout"
-    project.mkdir()
-    sessions = tmp_path / "claude-projects" / "-tmp-old-layout"
-    main = write_transcript(
-        sessions / f"{SESSION}.jsonl", transcript(SESSION, str(project), EXCHANGES[:1])
-    )
+    project, sessions, main = one_session(tmp_path, "old-layout")
 
     def agent(name: str, session: str, answer: str) -> Path:
         task = [(f"Task for {name}.", answer)]
@@ -425,15 +433,7 @@ def test_stop_mines_older_claude_codes_agent_files_of_this_session_only(daemon, 
     record = last_log(daemon.home)
     assert record["sidechains"] == [str(ours)] and record["mine_pid"] > 0
 
-    def mined() -> bool:
-        with Client(daemon.config, autostart=False) as c:
-            try:
-                drawers = c.list("old-layout", limit=50).drawers
-            except Exception:
-                return False
-        return any("cache TTL is 42" in d.content and "sidechain" in d.tags for d in drawers)
-
-    wait_until(mined, 90, "the older sub-agent's exchange in the palace")
+    wait_for_sidechain(daemon, "old-layout", "cache TTL is 42")
     with Client(daemon.config, autostart=False) as c:
         text = "\n".join(d.content for d in c.list("old-layout", limit=50).drawers)
     assert "Another session's answer." not in text and "through a link" not in text
