@@ -178,9 +178,11 @@ class Worker:
 
     def _work(self, jobs: list[Job]) -> None:
         """Run the drained jobs part by part, each part's replies sent before the next
-        starts; between parts, requests that arrived meanwhile join the line and are
-        ordered again with what is left, so they need not wait for all of it."""
+        starts. After the first part, requests that arrived meanwhile join the line and
+        are ordered again with what is left, so they need not wait for all of it; only
+        once, so a steady stream of calls cannot hold a bulk write back for good."""
         pending = self.parts(jobs)
+        joined = False
         while pending:
             part = pending.pop(0)
             if tracing.ON:
@@ -189,7 +191,8 @@ class Worker:
                 with self.pulse.busy("batch"):
                     replies = self.handle_batch(part)
                 self._send_replies(replies)
-            if pending and self.running and self._broker().poll(0, zmq.POLLIN):
+            if pending and not joined and self.running and self._broker().poll(0, zmq.POLLIN):
+                joined = True
                 pending = self.parts([job for rest in pending for job in rest] + self._drain())
 
     def _traced_batch(self, jobs: list[Job]) -> None:
