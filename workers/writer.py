@@ -49,7 +49,8 @@ class PalaceWriter(PalaceWorker):
         if not writes:
             return [jobs]
         rest = [job for job in jobs if job.request.method not in BULK_METHODS]
-        if any(job.client in {w.client for w in writes} for job in rest):
+        bulk_clients = {job.client for job in writes}
+        if any(job.client in bulk_clients for job in rest):
             return [jobs]
         return [*([rest] if rest else []), *([job] for job in writes)]
 

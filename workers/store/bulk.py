@@ -238,45 +238,38 @@ def _checked_all(items: list[Any], check: Callable[[Any], Any], kind: str) -> li
 # -- import --------------------------------------------------------------------------
 
 
-def _add_context(store: PalaceStore, drawers: list[CheckedDrawer]) -> None:
+def _add_context(store: PalaceStore, drawers: list[CheckedDrawer], mix: bool) -> None:
     """Each new drawer's episode predecessor's words, as a remember gets them
     (``workers/store/context.py``): the drawers are written in this order after the palace's
-    newest. The vectors stay as given (an export's already carry their mixes). Only for
-    drawers whose line did not carry its words: an export's do, exactly as stored."""
+    newest. Only for drawers whose line did not carry its words: an export's do, exactly as
+    stored, and its vectors already hold their mixes.
+
+    ``mix`` (``palace_import``'s ``mix_context``): the vectors are the drawers' own texts'
+    (``mine`` embeds each exchange alone), so a drawer that continues its predecessor also
+    gets the vector a remember would, ``context.mix`` of its own and the predecessor's own
+    (its own kept beside, for the dreamer). Mined drawers ranked below the same exchanges
+    remembered one by one until they got this (BENCHMARKS.md, capture quality)."""
     written = [
         context.Written(d.room, context.seconds_of(d.created_at), d.content) for d in drawers
     ]
-    found = context.words_in_order(store.last_written(), written, retrieval.EPISODE_WINDOW_S)
-    for d, kept in zip(drawers, found, strict=True):
-        d.context = kept
-
-
-def _mix_context(store: PalaceStore, drawers: list[CheckedDrawer]) -> None:
-    """Each new drawer that continues its predecessor gets the vector a remember would
-    (``context.mix`` of its own and the predecessor's own vector; its own kept beside,
-    for the dreamer), the drawers taken in the order they are written after the palace's
-    newest. For an import whose vectors are the drawers' own texts' (``mix_context``):
-    ``mine`` embeds each exchange alone, and its drawers ranked below the same exchanges
-    remembered one by one until they got this (BENCHMARKS.md, capture quality)."""
-    row = store.db.conn.execute(
-        "SELECT room, created_at, content, coalesce(own_vector, vector) FROM drawers"
-        " ORDER BY label DESC LIMIT 1"
-    ).fetchone()
-    previous = None
-    if row is not None and row[3] is not None:
-        previous = (context.Written(row[0], context.seconds_of(row[1]), row[2]), row[3])
-    for d in drawers:
-        assert d.vector is not None  # given, or embedded by ``_embed_missing`` before this
-        me = context.Written(d.room, context.seconds_of(d.created_at), d.content)
+    found = context.contexts_in_order(store.last_written(), written, retrieval.EPISODE_WINDOW_S)
+    before = _newest_own_vector(store) if mix else None
+    for d, text in zip(drawers, found, strict=True):
+        d.context = context.words(text, d.content)
         own = d.own_vector or d.vector
-        if (
-            d.own_vector is None
-            and previous is not None
-            and context.context_of(previous[0], me, retrieval.EPISODE_WINDOW_S) is not None
-        ):
-            mixed = context.mix(np.frombuffer(own, "<f4"), np.frombuffer(previous[1], "<f4"))
+        if mix and text is not None and before is not None and own and d.own_vector is None:
+            mixed = context.mix(np.frombuffer(own, "<f4"), np.frombuffer(before, "<f4"))
             d.own_vector, d.vector = own, mixed.astype("<f4").tobytes()
-        previous = (me, own)
+        before = own
+
+
+def _newest_own_vector(store: PalaceStore) -> bytes | None:
+    """The own vector of the palace's newest drawer (``last_written``'s): the predecessor
+    whose meaning the first drawer of an import may borrow."""
+    row = store.db.conn.execute(
+        "SELECT coalesce(own_vector, vector) FROM drawers ORDER BY label DESC LIMIT 1"
+    ).fetchone()
+    return None if row is None else row[0]
 
 
 def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.ImportResult:
@@ -300,9 +293,7 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
             new[d.id] = d
     _embed_missing([d for d in new.values() if d.vector is None], embed, store.dim)
     if store.settings.context_vectors:
-        _add_context(store, [d for d in new.values() if not d.context_given])
-        if params.mix_context:
-            _mix_context(store, list(new.values()))
+        _add_context(store, [d for d in new.values() if not d.context_given], params.mix_context)
 
     added: list[tuple[int, CheckedDrawer]] = []
     triples_added = 0

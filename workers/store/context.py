@@ -133,14 +133,24 @@ def words(text: str | None, own: str) -> str | None:
     return kept or None
 
 
+def contexts_in_order(
+    previous: Written | None, drawers: Iterable[Written], window_s: float
+) -> Iterator[str | None]:
+    """``context_of`` for each of ``drawers``, written in this order after ``previous``
+    (the palace's newest before them)."""
+    for drawer in drawers:
+        yield context_of(previous, drawer, window_s)
+        previous = drawer
+
+
 def words_in_order(
     previous: Written | None, drawers: Iterable[Written], window_s: float
 ) -> Iterator[str | None]:
-    """``words`` for each of ``drawers``, written in this order after ``previous`` (the
-    palace's newest before them): what an import and the v6 migration store."""
-    for drawer in drawers:
-        yield words(context_of(previous, drawer, window_s), drawer.text)
-        previous = drawer
+    """``words`` for each of ``drawers``, written in this order after ``previous``: what
+    the v6 migration stores."""
+    drawers = list(drawers)
+    for drawer, text in zip(drawers, contexts_in_order(previous, drawers, window_s), strict=True):
+        yield words(text, drawer.text)
 
 
 def mix(own: np.ndarray, previous: np.ndarray, weight: float = CONTEXT_WEIGHT) -> np.ndarray:
