@@ -920,22 +920,45 @@ def test_deep_recall_answers_first_by_meaning_when_only_the_words_favour_another
     assert first() == worded.text  # off: rank fusion alone
 
 
-def test_meaning_first_moves_the_vectors_first_only_over_a_clear_margin():
-    """``meaning_first`` puts the vector's first drawer first only where fusion's first has
-    a full BM25 vote, no named date chose it, and the vector's first is at least the
-    margin closer; otherwise the fused order stands."""
-    from trusty_memory.workers.store.ranking import meaning_first
+def test_first_answer_moves_the_vectors_first_only_over_a_clear_margin():
+    """``first_answer.choose`` puts the vector's first drawer first only where fusion's first
+    has a full BM25 vote, stands alone, no named date chose it, and the vector's first is at
+    least the margin closer; otherwise the fused order stands."""
+    from trusty_memory.workers.store.first_answer import Evidence, choose
 
     ranked = [(2, 0.9), (1, 0.8), (3, 0.7)]
     vector = [(1, 0.60), (2, 0.40), (3, 0.30)]
-    assert meaning_first(ranked, vector, {2: 1.0}, margin=0.15) == [(1, 0.9), (2, 0.9), (3, 0.7)]
-    assert meaning_first(ranked, vector, {2: 0.6}, margin=0.15) == ranked  # partial vote
-    assert meaning_first(ranked, vector, {}, margin=0.15) == ranked  # not a BM25 hit
-    assert meaning_first(ranked, vector, {2: 1.0}, [2], margin=0.15) == ranked  # a date chose it
-    assert meaning_first(ranked, vector, {2: 1.0}, margin=0.25) == ranked  # within the margin
-    assert meaning_first(ranked, vector, {2: 1.0}, margin=-1.0) == ranked  # switched off
-    assert meaning_first(ranked, vector, None, margin=0.15) == ranked  # votes not weighed
+
+    def first(shares, dated=(), margin=0.15, borrowed=None, fused=ranked):
+        evidence = Evidence(vector, shares, dated=dated, borrowed=borrowed)
+        return choose(fused, evidence, margin, text_evidence=0.5)
+
+    assert first({2: 0.5}) == [(1, 0.9), (2, 0.9), (3, 0.7)]
+    assert first({2: 0.3}) == ranked  # a partial vote
+    assert first({}) == ranked  # not a BM25 hit
+    assert first({2: 0.9}, dated=[2]) == ranked  # a date chose it
+    assert first({2: 0.9}, margin=0.25) == ranked  # within the margin
+    assert first({2: 0.9}, margin=-1.0) == ranked  # switched off
     continues = {2}.__contains__  # fusion's first continues its predecessor: a turn
-    assert meaning_first(ranked, vector, {2: 1.0}, margin=0.15, borrowed=continues) == ranked
-    out = meaning_first([(9, 0.9), (2, 0.8)], vector, {9: 1.0}, margin=0.15)
+    assert first({2: 0.9}, borrowed=continues) == ranked
+    out = first({9: 0.9}, fused=[(9, 0.9), (2, 0.8)])
     assert out == [(1, 0.9), (9, 0.9)]  # fusion's first not among the vector's: cosine -1
+    assert choose(ranked, Evidence(vector, {2: 0.9}), 0.15, text_evidence=0) == ranked  # no votes
+
+
+def test_first_answer_features_describe_a_disagreement_in_a_fixed_order():
+    """``features`` gives one value per ``FEATURES`` name for a disagreement, None where the
+    two firsts agree: the bench fits its models on exactly what the product computes."""
+    from trusty_memory.workers.store.first_answer import FEATURES, Evidence, features
+
+    vector = [(1, 0.60), (2, 0.40)]
+    evidence = Evidence(vector, {2: 0.8, 1: 0.1}, text_ranked=[2, 1], feedback=[2],
+                        palace_size=80, idf_mass=4.0, words=2)  # fmt: skip
+    x = features([(2, 0.9), (1, 0.8)], evidence)
+    assert x is not None and len(x) == len(FEATURES)
+    named = dict(zip(FEATURES, x, strict=True))
+    assert named["cosine_gap"] == pytest.approx(0.2)
+    assert named["text_share_fused"] == 0.8 and named["text_share_vector"] == 0.1
+    assert named["feedback_fused"] == 1.0 and named["feedback_vector"] == 0.0
+    assert named["text_reach"] == pytest.approx(2 / 80)
+    assert features([(1, 0.9), (2, 0.8)], evidence) is None  # they agree

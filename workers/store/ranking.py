@@ -241,7 +241,8 @@ R@1 is 31.8 and the paraphrase set's 25.7: the rule trades the one for the other
 
 Two rules then, read from the paraphrase questions plain recall answered and deep recall did
 not: in each, fusion's first was a note that holds the question's words in full (a full
-BM25 vote) and is 0.06-0.20 further in cosine than the vector's first. ``meaning_first``:
+BM25 vote) and is 0.06-0.20 further in cosine than the vector's first. The first answer
+(``first_answer.choose``, a module of its own since a fitted model was weighed against it):
 where fusion's first has a full vote, stands alone (continues no predecessor) and the
 vector's first is ``MEANING_FIRST_MARGIN`` (0.15) or more closer, the vector's first is the
 first answer. ``FEEDBACK_FULL_VOTE``: a top drawer with a full vote gives feedback terms
@@ -276,7 +277,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Protocol
 
 from trusty_memory.common import names
-from trusty_memory.workers.store import dates, relatedness
+from trusty_memory.workers.store import dates, first_answer, relatedness
 from trusty_memory.workers.store import values as v
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ TEXT_EVIDENCE = 0.5
 VECTOR_TEMPERATURE = 0.1
 # Where fusion's first drawer was chosen by the words (a full BM25 vote) but the vector's
 # first is at least this much closer in cosine, the vector's first is the first answer
-# (``meaning_first``; negative: off). Chosen leaving each set out (see the module doc).
+# (``first_answer.choose``; negative: off). Chosen leaving each set out (see the module doc).
 MEANING_FIRST_MARGIN = 0.15
 # Feedback terms also come from a top drawer with a full BM25 vote (``text_votes``) that the
 # vector ranks low: a drawer that matches the question's words is no incidental echo (turns
@@ -489,7 +490,8 @@ def deep(
     terms = v.fts_terms(query_text or "")
     text_scored = bm25_scored(palace, terms, n, room, tag)
     text_ranked = [label for label, _ in text_scored]
-    votes = text_votes(palace, terms, text_scored)
+    ideal = idf_mass(palace, terms)
+    votes = text_votes(palace, text_scored, ideal)
     lists = [(vector_ranked, VECTOR_WEIGHT), (text_ranked, TEXT_WEIGHT)]
     fused = rrf(lists, len(vector_ranked) + len(text_ranked), votes=votes, closeness=closeness)
     feedback = feedback_ranking(palace, query_text, fused, n, room, tag, vector_ranked, votes)
@@ -506,42 +508,16 @@ def deep(
     same_episode = episodes(palace, {label for label, _ in fused})
     # The guard reads the whole order: a drawer it moves to third is no answer to top_k 1.
     smoothed = smooth_episodes(fused, same_episode, len(fused))
-    smoothed = meaning_first(smoothed, vector_scored, votes, dated, borrowed=borrows(palace))
+    if votes is not None:  # the first answer: fusion's or the vector's (``first_answer``)
+        words = sum(1 for term in terms if palace.term_counts.count(term))
+        shares = {label: score / ideal for label, score in text_scored}
+        evidence = first_answer.Evidence(
+            vector_scored, shares, text_ranked, feedback, dated, borrows(palace),
+            palace.drawer_count, ideal, words,
+        )  # fmt: skip
+        smoothed = first_answer.choose(smoothed, evidence, MEANING_FIRST_MARGIN, TEXT_EVIDENCE)
     ranked = guard_vector_first(smoothed, vector_ranked)[:top_k]
     return [(label, min(1.0, score), 3) for label, score in ranked]  # see ``rrf``
-
-
-def meaning_first(
-    ranked: list[tuple[int, float]],
-    vector_scored: Sequence[tuple[int, float]],
-    votes: dict[int, float] | None,
-    dated: Sequence[int] = (),
-    margin: float | None = None,
-    borrowed: Callable[[int], bool] | None = None,
-) -> list[tuple[int, float]]:
-    """``ranked`` with the vector's first drawer put first when fusion's first was chosen by
-    the words (a full BM25 vote, ``text_votes``) yet is at least ``margin``
-    (``MEANING_FIRST_MARGIN``) further in cosine from the question (a drawer the vector did
-    not return counts as cosine -1): matching the question's words does not outweigh a
-    clear difference in meaning. A drawer a named date chose keeps its place, so does one
-    with a partial vote, already weighed down by it (moving those too cost the history and
-    burst sets their first answers), and so does one that continues its predecessor
-    (``borrowed``: a turn of a conversation, whose look-alike neighbours leave it to the
-    words; without this LoCoMo's R@1 fell 2.5). It takes the score of the drawer it passes, so
-    scores stay best first. Negative ``margin``: off."""
-    margin = MEANING_FIRST_MARGIN if margin is None else margin
-    if margin < 0 or not ranked or not vector_scored or votes is None:
-        return ranked
-    first, best = vector_scored[0]
-    top = ranked[0][0]
-    if top == first or top in set(dated) or votes.get(top, 0.0) < 1.0:
-        return ranked
-    if best - dict(vector_scored).get(top, -1.0) < margin:
-        return ranked
-    if borrowed is not None and borrowed(top):
-        return ranked
-    rest = [item for item in ranked if item[0] != first]
-    return [(first, ranked[0][1]), *rest][: len(ranked)]
 
 
 def borrows(palace: Palace) -> Callable[[int], bool] | None:
@@ -600,19 +576,25 @@ def vector_votes(scored: Sequence[tuple[int, float]]) -> dict[int, float] | None
     return {label: math.exp(-(best - cos) / VECTOR_TEMPERATURE) for label, cos in scored}
 
 
-def text_votes(
-    palace: Palace, terms: list[str], scored: Sequence[tuple[int, float]]
-) -> dict[int, float] | None:
-    """Each BM25 hit's share of its vote (see ``TEXT_EVIDENCE``); None: all in full."""
-    if not TEXT_EVIDENCE or not scored:
-        return None
+def idf_mass(palace: Palace, terms: list[str]) -> float:
+    """The BM25 score of a drawer holding every query term once: the sum of their idfs
+    (FTS5's, floored as FTS5 floors it). A hit's score over it is the share of the
+    question's rare-word mass the hit reaches."""
     size = max(1, palace.drawer_count)
     ideal = 0.0
     for term in terms:
         held = palace.term_counts.count(term)
-        if held:  # FTS5's idf, floored as FTS5 floors it
+        if held:
             ideal += max(1e-6, math.log((size - held + 0.5) / (held + 0.5)))
-    if ideal <= 0:
+    return ideal
+
+
+def text_votes(
+    palace: Palace, scored: Sequence[tuple[int, float]], ideal: float
+) -> dict[int, float] | None:
+    """Each BM25 hit's share of its vote (see ``TEXT_EVIDENCE``; ``ideal``: ``idf_mass``);
+    None: all in full."""
+    if not TEXT_EVIDENCE or not scored or ideal <= 0:
         return None
     votes = {label: min(1.0, score / ideal / TEXT_EVIDENCE) for label, score in scored}
     # A drawer that continues its predecessor (a turn of a conversation) is found through
