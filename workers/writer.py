@@ -22,9 +22,8 @@ from trusty_memory.workers import scrub
 from trusty_memory.workers.base import Job, Reply
 from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker, Vectors
-from trusty_memory.workers.store import bulk, context, decay, dedup
+from trusty_memory.workers.store import bulk, context, decay, dedup, ranking
 from trusty_memory.workers.store import edit as store_edit
-from trusty_memory.workers.store import ranking as retrieval
 from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.write import PalaceStore
 
@@ -75,7 +74,7 @@ class PalaceWriter(PalaceWorker):
             if drawer is None or params.embed_text is not None:
                 out.append((params.embed_text or params.text, None))
             else:
-                ctx = context.context_of(previous, drawer, retrieval.EPISODE_WINDOW_S)
+                ctx = context.context_of(previous, drawer, ranking.EPISODE_WINDOW_S)
                 out.append((params.text, ctx))
             previous = drawer
         return out

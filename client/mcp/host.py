@@ -14,7 +14,7 @@ handshake into it under the relay's ``handshake_id``, dropping the SDK's answers
 id (the relay's edge already answered the client; a client that initialises again is
 relayed the same way).
 Then JSON-RPC lines flow both ways, UTF-8, under the limits of
-``mcp_lines.line_limits`` for this home's settings: a reply longer than a line may be is
+``lines.line_limits`` for this home's settings: a reply longer than a line may be is
 answered with an error naming the limit (it would otherwise be dropped by the relay), and a
 line from the relay over the request limit, or not JSON, is answered with an error for the
 id read from it; the session goes on either way.

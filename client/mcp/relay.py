@@ -32,7 +32,7 @@ which stops stdin. Answers from the host are always read, so they can always dra
 Wire to the host: a stream of JSON lines (UTF-8). The relay's first line is a hello,
 ``{"palace": ..., "tools": "contract" or "extended", "initialize": params or null,
 "initialized": bool, "handshake_id": id}``; then JSON-RPC messages both ways. Lines are
-bounded both ways by the limits of ``mcp_lines.line_limits``: a request that would be
+bounded both ways by the limits of ``lines.line_limits``: a request that would be
 longer than the host reads is answered here; a reply line from the host that is longer
 than the relay reads, or not JSON, is skipped and its request answered with an error
 (its id read from the line), never left waiting.

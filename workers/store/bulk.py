@@ -40,8 +40,7 @@ import numpy as np
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
-from trusty_memory.workers.store import context
-from trusty_memory.workers.store import ranking as retrieval
+from trusty_memory.workers.store import context, ranking
 from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.rows import inserted_label, log_changes
 from trusty_memory.workers.store.state import DrawerPlace
@@ -252,7 +251,7 @@ def _add_context(store: PalaceStore, drawers: list[CheckedDrawer], mix: bool) ->
     written = [
         context.Written(d.room, context.seconds_of(d.created_at), d.content) for d in drawers
     ]
-    found = context.contexts_in_order(store.last_written(), written, retrieval.EPISODE_WINDOW_S)
+    found = context.contexts_in_order(store.last_written(), written, ranking.EPISODE_WINDOW_S)
     before = _newest_own_vector(store) if mix else None
     for d, text in zip(drawers, found, strict=True):
         d.context = context.words(text, d.content)

@@ -25,7 +25,7 @@ of it, still falls inside its own day.
 A drawer's side: ``mentioned`` reads the days a drawer's own text speaks of, relative
 ones included, against the time it was written ("Yesterday I met some artists in Boston",
 written on October 4, speaks of October 3). The palace keeps them (``drawer_days``,
-``store_schema``), and the date list takes a drawer whose days meet the question's as it
+``schema``), and the date list takes a drawer whose days meet the question's as it
 takes one written then.
 """
 

@@ -47,8 +47,7 @@ from trusty_memory.common.protocol import (
     RecallHit,
     TrustyError,
 )
-from trusty_memory.workers.store import context, dream_log
-from trusty_memory.workers.store import ranking as retrieval
+from trusty_memory.workers.store import context, dream_log, ranking
 from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.schema import connect_readonly
 from trusty_memory.workers.store.state import PalaceState, storage_errors
@@ -104,7 +103,7 @@ class ReadStore(PalaceState):
         if allowed is not None and not allowed:
             return []
         if deep:
-            ranked = retrieval.deep(self, query_text, query, top_k, allowed, room, tag)
+            ranked = ranking.deep(self, query_text, query, top_k, allowed, room, tag)
         else:
             ranked = self._shallow(query_text, query, top_k, allowed)
         return self._hits(ranked, count)

@@ -209,7 +209,7 @@ def _v6_context_words(db: sqlite_utils.Database) -> None:
     """``drawers.context``: the words of a drawer's episode predecessor that its own text
     lacks (``context.words``); NULL outside an episode. Full-text search gets them as a
     second column, which deep recall's BM25 weighs low (``retrieval.CONTEXT_TEXT_WEIGHT``)
-    and every keyword match on a drawer's own words leaves out (``store_values.own_words``).
+    and every keyword match on a drawer's own words leaves out (``values.own_words``).
     The archive keeps them, so a restored drawer is found as before.
 
     Drawers already stored get their predecessor by the writer's rule: the drawer before
@@ -287,7 +287,7 @@ CALLER_TIMES = (
 def _v7_four_digit_years(db: sqlite_utils.Database) -> None:
     """Times before year 1000 were stored as ``strftime`` writes them (``5-01-02T...``),
     which does not order as text among the others; they get their leading zeros
-    (``0005-01-02T...``), as every write now stores them (``store_values.stored_time``)."""
+    (``0005-01-02T...``), as every write now stores them (``values.stored_time``)."""
     short = " OR ".join(f"{{col}} GLOB '{'[0-9]' * n}-*'" for n in (1, 2, 3))
     for table, col in CALLER_TIMES:
         rows = db.execute(

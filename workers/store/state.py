@@ -61,7 +61,7 @@ S = TypeVar("S", bound="PalaceState")
 
 def storage_errors(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
     """SQLite failures leave a store method as ``STORAGE_ERROR`` naming the cause (a full
-    disk and a corrupt file by name, with what to do: ``store_schema.storage_error``)."""
+    disk and a corrupt file by name, with what to do: ``schema.storage_error``)."""
 
     @functools.wraps(fn)
     def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
