@@ -124,15 +124,22 @@ class Parser:
 
     An exchange is complete when the next prompt starts; the one still open at the end of
     what was read is given out by ``finish`` (an agent may never write another line). Its
-    id is its first line's uuid, so a later read that continues it (more reply lines
-    appended) makes a second drawer keyed by that continuation's first line: nothing is
-    lost and nothing is stored twice."""
+    id is its first line's uuid, and it carries where its first line starts (``start``),
+    so that ``mine`` can read it again whole once more reply lines are appended (a hook
+    that ran mid-turn, before a compaction) and update that drawer: one exchange, one
+    drawer."""
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.open: dict[str, Any] | None = None
+        self.before = (0, "")  # offset and hash just past the last line fed
+
+    def start_at(self, offset: int, digest: str) -> None:
+        """Lines fed next start at ``offset``, after bytes whose hash is ``digest``."""
+        self.before = (offset, digest)
 
     def feed(self, obj: object, end: int, digest: str) -> Exchange | None:
+        before, self.before = self.before, (end, digest)
         if (
             not isinstance(obj, dict)
             or obj.get("type") not in ("user", "assistant")
@@ -146,7 +153,7 @@ class Parser:
         is_prompt = obj.get("type") == "user" and bool(said)
         done = self.finish() if is_prompt else None
         if self.open is None:
-            self.open = {"first": obj, "user": [], "assistant": [], "uuids": []}
+            self.open = {"first": obj, "user": [], "assistant": [], "uuids": [], "at": before}
         role = "user" if obj.get("type") == "user" else "assistant"
         self.open[role].extend(said)
         uid = str_field(obj, "uuid")
@@ -186,4 +193,6 @@ class Parser:
             },
             end=ex["end"],
             digest=ex["digest"],
+            start=ex["at"][0],
+            start_digest=ex["at"][1],
         )

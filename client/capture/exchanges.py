@@ -38,6 +38,10 @@ class Exchange:
     metadata: dict[str, Any] = field(default_factory=dict)
     end: int = 0
     digest: str = ""
+    # Where its first line starts, and the hash of the bytes before it (Claude Code): an
+    # exchange the file's end left open is read again from there once the file grows.
+    start: int = 0
+    start_digest: str = ""
 
 
 def str_field(obj: object, name: str) -> str | None:

@@ -81,6 +81,7 @@ class MineReport:
     exchanges: int = 0
     stored: int = 0
     skipped: int = 0  # already in the palace
+    updated: int = 0  # exchanges stored while open and since gone on: their drawer updated
     redacted: int = 0
     refused: list[str] = field(default_factory=list)
     by_format: dict[str, int] = field(default_factory=dict)
@@ -144,6 +145,17 @@ def _created(value: str | None) -> str | None:
         return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (ValueError, OverflowError):
         return None
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _open_state(ex: Exchange, limit: int) -> dict[str, Any]:
+    """What the next run needs of an exchange the file's end left open: its drawer's id and
+    text hash, and where its first line starts (see ``_resume``)."""
+    content = _drawer(ex, limit).content
+    return {"key": ex.key, "sha": _sha(content), "start": ex.start, "start_digest": ex.start_digest}
 
 
 def _drawer(ex: Exchange, limit: int) -> p.ImportDrawer:
@@ -235,13 +247,36 @@ def _open_regular(path: Path) -> tuple[BinaryIO, os.stat_result]:
 
 
 def _resume(stream: BinaryIO, st: os.stat_result, saved: dict[str, Any] | None) -> tuple[int, Any]:
-    """Where to start in a JSONL file and the hash of the bytes before it."""
-    hasher = hashlib.sha256()
+    """Where to start in a JSONL file and the hash of the bytes before it: where the last
+    run stopped, or, when the file grew since and that run's last Claude Code exchange was
+    still open at its end (``claude_open``), that exchange's first line, so it is read
+    again whole."""
     if not saved or saved.get("ino") != st.st_ino or saved.get("dev") != st.st_dev:
-        return 0, hasher
+        return 0, hashlib.sha256()
     offset = saved.get("offset")
+    hasher = _prefix(stream, st, offset, saved.get("sha256"))
+    if hasher is None or not isinstance(offset, int):
+        stream.seek(0)
+        return 0, hashlib.sha256()
+    was_open = saved.get("claude_open")
+    if st.st_size > offset and isinstance(was_open, dict):
+        start = was_open.get("start")
+        stream.seek(0)
+        if start == 0:  # the file's first line
+            return 0, hashlib.sha256()
+        back = _prefix(stream, st, start, was_open.get("start_digest"))
+        if back is not None and isinstance(start, int):
+            return start, back
+        stream.seek(offset)  # cannot go back: go on from where the last run stopped
+    return offset, hasher
+
+
+def _prefix(stream: BinaryIO, st: os.stat_result, offset: object, digest: object) -> Any:
+    """The hash of the file's first ``offset`` bytes (read from the stream's start) when it
+    is ``digest``; None otherwise (the file was rewritten) or for a bad offset."""
     if not isinstance(offset, int) or not 0 < offset <= st.st_size:
-        return 0, hasher
+        return None
+    hasher = hashlib.sha256()
     left = offset
     while left:
         chunk = stream.read(min(left, 1 << 20))
@@ -249,10 +284,7 @@ def _resume(stream: BinaryIO, st: os.stat_result, saved: dict[str, Any] | None) 
             break
         hasher.update(chunk)
         left -= len(chunk)
-    if left or hasher.hexdigest() != saved.get("sha256"):
-        stream.seek(0)
-        return 0, hashlib.sha256()
-    return offset, hasher
+    return None if left or hasher.hexdigest() != digest else hasher
 
 
 def _lines(
@@ -436,12 +468,17 @@ class _Miner:
             saved = self.store.get(key)
             start, hasher = _resume(stream, st, saved)
             self.report.bytes_read += start
-            if saved is not None and start == 0 and saved.get("offset"):
+            was_open = (saved or {}).get("claude_open")
+            if not isinstance(was_open, dict) or was_open.get("start") != start:
+                was_open = None  # not read again from the open exchange's first line
+            if saved is not None and start == 0 and saved.get("offset") and was_open is None:
                 self.report.files_reread += 1
             parser = (claude_code.Parser if fmt == "claude-code" else codex.Parser)(key)
             if isinstance(parser, codex.Parser) and start > 0 and saved is not None:
                 _session_meta(path, parser)
                 parser.resume(saved)
+            if isinstance(parser, claude_code.Parser):
+                parser.start_at(start, hasher.hexdigest())
             ident = {"format": fmt, "dev": st.st_dev, "ino": st.st_ino}
             end, digest = start, hasher.hexdigest()
             for obj, end in _lines(stream, start, hasher, self.report):
@@ -450,18 +487,52 @@ class _Miner:
                     continue
                 done = parser.feed(obj, end, digest)
                 if done is not None:
-                    self._exchange(done, key, ident)
+                    self._exchange(done, key, ident, was_open)
             done = parser.finish()
             if done is not None:
-                self._exchange(done, key, ident)
+                self._exchange(done, key, ident, was_open)
             # Lines after the last exchange (summaries, tool results) are consumed too.
-            tail = parser.resume_state() if isinstance(parser, codex.Parser) else {}
+            if isinstance(parser, codex.Parser):
+                tail = parser.resume_state()
+            elif done is not None:  # the last exchange may go on: where it starts, and
+                tail = {"claude_open": _open_state(done, self.limit)}  # what was stored of it
+            elif end == start and saved is not None and "claude_open" in saved:
+                tail = {"claude_open": saved["claude_open"]}  # nothing new: still open
+            else:
+                tail = {}
             self.add(_Item(None, key, {**ident, "offset": end, "sha256": digest, **tail}))
 
-    def _exchange(self, ex: Exchange, key: str, ident: dict[str, Any]) -> None:
-        self.add(
-            _Item(_drawer(ex, self.limit), key, {**ident, "offset": ex.end, "sha256": ex.digest})
-        )
+    def _exchange(
+        self, ex: Exchange, key: str, ident: dict[str, Any], was_open: object = None
+    ) -> None:
+        drawer = _drawer(ex, self.limit)
+        progress = {**ident, "offset": ex.end, "sha256": ex.digest}
+        # The exchange the last run stored while it was still open, read again whole: the
+        # same text adds nothing, a longer one updates that drawer.
+        stored = was_open if isinstance(was_open, dict) and was_open.get("key") == ex.key else None
+        if stored is not None and (stored.get("sha") == _sha(drawer.content) or self._grow(drawer)):
+            self.add(_Item(None, key, progress))
+            return
+        self.add(_Item(drawer, key, progress))
+
+    def _grow(self, drawer: p.ImportDrawer) -> bool:
+        """Give the stored drawer of an exchange that went on its whole text
+        (``memory_update``: the shorter version goes to the archive); False when that
+        drawer is gone (deleted since), so it is imported again."""
+        try:
+            self.client.call(
+                "memory_update",
+                {"drawer_id": drawer.drawer_id, "text": drawer.content},
+                palace=self.palace,
+                timeout=IMPORT_TIMEOUT_S,
+            )
+        except p.TrustyError as exc:
+            if exc.code != p.ErrorCode.DRAWER_NOT_FOUND:
+                raise
+            return False
+        self.report.exchanges += 1
+        self.report.updated += 1
+        return True
 
     def whole(self, path: Path, fmt: str) -> None:
         key = str(path.resolve())

@@ -86,7 +86,10 @@ def test_grown_transcript_reads_only_new_lines(daemon, tmp_path):
         f.write("".join(json.dumps(x) + "\n" for x in lines[12:]))
         f.write('{"type": "user", "partial line being writ')  # a writer mid-line
     report = mine(daemon, "grow", path)
-    assert (report["lines_read"], report["stored"], report["skipped"]) == (12, 3, 0)
+    # The 12 new lines, and the 4 of the exchange the file ended with, read again in case
+    # its reply had gone on (it had not: nothing stored or updated for it).
+    assert (report["lines_read"], report["stored"], report["skipped"]) == (16, 3, 0)
+    assert report["updated"] == 0
     assert len(drawers(daemon, "grow")) == 6
 
 
@@ -440,3 +443,37 @@ def test_mined_exchange_that_continues_the_last_gets_a_remembers_mixed_vector(da
         want = own + 0.5 * prev_own
         assert np.allclose(vec(after["vector"]), want / np.linalg.norm(want), atol=1e-5)
         assert after["context"]  # the predecessor's words, for deep recall
+
+
+def test_exchange_cut_by_the_files_end_is_completed_in_its_own_drawer(daemon, tmp_path):
+    """A hook can mine mid-turn (before a compaction): the last exchange then has only
+    part of its reply. Once the reply goes on, the next run reads that exchange again from
+    its first line and updates its drawer: one drawer per exchange, none holding a reply
+    without its question; an unchanged file is still not read again."""
+
+    def append(path: Path, rows: list[dict]) -> None:
+        with path.open("a") as f:
+            f.write("".join(json.dumps(x) + "\n" for x in rows))
+
+    lines = transcript(SESSION, "/w/app", qa(3))
+    path = write_transcript(tmp_path / f"{SESSION}.jsonl", lines[:10])  # third: no reply yet
+    assert mine(daemon, "cut", path)["stored"] == 3
+    again = mine(daemon, "cut", path)
+    assert (again["lines_read"], again["stored"], again["updated"]) == (0, 0, 0)
+    append(path, lines[10:] + transcript(SESSION, "/w/app", qa(1, 5)))
+    grown = mine(daemon, "cut", path)
+    assert (grown["stored"], grown["updated"], grown["skipped"]) == (1, 1, 0)
+    contents = [d["content"] for d in drawers(daemon, "cut")]
+    assert len(contents) == 4 and not [c for c in contents if c.startswith("Assistant:")]
+    (third,) = [c for c in contents if "Question 2:" in c]
+    assert "[tool Bash" in third and "Service 2 uses port 8002." in third
+    last = mine(daemon, "cut", path)
+    assert (last["stored"], last["updated"]) == (0, 0)
+
+    # The same when the open exchange is the file's first line (offset 0).
+    first = write_transcript(tmp_path / "first.jsonl", lines[:2])
+    assert mine(daemon, "cut-first", first)["stored"] == 1
+    append(first, lines[2:4])
+    assert mine(daemon, "cut-first", first)["updated"] == 1
+    (only,) = [d["content"] for d in drawers(daemon, "cut-first")]
+    assert "Question 0:" in only and "Service 0 uses port 8000." in only
