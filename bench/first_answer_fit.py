@@ -37,19 +37,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import locomo as lm
 import replay
+from fusion_loso import FOLDS  # the sources, the eng notes' seeds as one
 from locomo_data import LoadReport, load, turn_recall
 
 from trusty_memory.common.config import load_config
 from trusty_memory.workers.store import first_answer
 from trusty_memory.workers.store import ranking as retrieval
 
-FOLDS = {
-    "locomo": ("locomo",),
-    "eng notes (3 seeds)": ("eng", "eng7", "eng99"),
-    "history": ("history",),
-    "bursts": ("bursts",),
-    "paraphrase": ("paraphrase",),
-}
 ALL = [s for members in FOLDS.values() for s in members]
 
 # A question: R@1 with fusion's first, R@1 with the vector's first, features (None: agree).
