@@ -142,7 +142,14 @@ class Candidate:
 
 def margin_rule(margin: float) -> Callable[[list[float]], bool]:
     """The rule (``first_answer.vector_wins``) at ``margin``."""
-    return lambda x: first_answer.vector_wins(x, margin, retrieval.TEXT_EVIDENCE)
+
+    def rule(x: list[float]) -> bool:
+        return first_answer.vector_wins(
+            x[F["cosine_gap"]], x[F["text_share_fused"]], bool(x[F["borrowed_fused"]]),
+            bool(x[F["dated_fused"]]), margin, retrieval.TEXT_EVIDENCE,
+        )  # fmt: skip
+
+    return rule
 
 
 MARGINS = (0.06, 0.1, 0.15, 0.2, 0.3)  # 0.15: ``ranking.MEANING_FIRST_MARGIN`` as shipped

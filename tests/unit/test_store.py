@@ -953,7 +953,7 @@ def test_first_answer_features_describe_a_disagreement_in_a_fixed_order():
 
     vector = [(1, 0.60), (2, 0.40)]
     evidence = Evidence(vector, {2: 0.8, 1: 0.1}, text_ranked=[2, 1], feedback=[2],
-                        palace_size=80, idf_mass=4.0, words=2)  # fmt: skip
+                        palace_size=80, idf_mass=4.0, words=lambda: 2)  # fmt: skip
     x = features([(2, 0.9), (1, 0.8)], evidence)
     assert x is not None and len(x) == len(FEATURES)
     named = dict(zip(FEATURES, x, strict=True))

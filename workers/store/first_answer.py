@@ -66,7 +66,9 @@ class Evidence:
     borrowed: Callable[[int], bool] | None = None  # None: context words off
     palace_size: int = 1
     idf_mass: float = 0.0  # ``ranking.idf_mass`` of the question's words
-    words: int = 0  # the question's words the palace holds
+    # How many of the question's words the palace holds: counted only when ``features``
+    # asks (the bench's models read it; the rule does not).
+    words: Callable[[], int] = lambda: 0
 
 
 def features(ranked: Sequence[tuple[int, float]], evidence: Evidence) -> list[float] | None:
@@ -102,22 +104,20 @@ def features(ranked: Sequence[tuple[int, float]], evidence: Evidence) -> list[fl
         math.log1p(text_order.get(vector_first, max(len(scored), len(text_order)))),
         ranked[0][1] - fused_score.get(vector_first, 0.0),
         min(1.0, len(evidence.text_ranked) / max(1, evidence.palace_size)),
-        evidence.idf_mass / max(1, evidence.words) / rarest,
+        evidence.idf_mass / max(1, evidence.words()) / rarest,
         shares.get(fused_first, 0.0) * evidence.idf_mass / rarest,
     ]
 
 
-def vector_wins(x: Sequence[float], margin: float, text_evidence: float) -> bool:
-    """The rule (see the module doc) over a disagreement's ``features``."""
-    at = FEATURES.index
+def vector_wins(
+    gap: float, share: float, borrowed: bool, dated: bool, margin: float, text_evidence: float
+) -> bool:
+    """The rule (see the module doc), over fusion's first: how much further it is in cosine
+    than the vector's first (``gap``), its share of the question's idf mass, whether it
+    continues its predecessor and whether a named date chose it."""
     return (
-        margin >= 0
-        and text_evidence > 0
-        and x[at("cosine_gap")] >= margin
-        and x[at("text_share_fused")] >= text_evidence
-        and not x[at("borrowed_fused")]
-        and not x[at("dated_fused")]
-    )
+        margin >= 0 and text_evidence > 0 and gap >= margin and share >= text_evidence
+    ) and not (borrowed or dated)
 
 
 def choose(
@@ -125,12 +125,18 @@ def choose(
 ) -> list[tuple[int, float]]:
     """``ranked`` with the vector's first drawer put first where the rule says its evidence
     outweighs fusion's first's (``vector_wins``); it takes the score of the drawer it
-    passes, so scores stay best first. Negative ``margin``: off."""
-    if margin < 0:
+    passes, so scores stay best first. Negative ``margin``: off. Only what the rule reads
+    is computed (``features`` is for weighing models against it)."""
+    scored = evidence.vector_scored
+    if margin < 0 or not ranked or not scored or ranked[0][0] == scored[0][0]:
         return ranked
-    x = features(ranked, evidence)
-    if x is None or not vector_wins(x, margin, text_evidence):
+    top, first = ranked[0][0], scored[0][0]
+    gap = scored[0][1] - dict(scored).get(top, -1.0)
+    share = evidence.text_shares.get(top, 0.0)
+    if gap < margin or share < text_evidence:  # the cheap tests first: no look-up
         return ranked
-    first = evidence.vector_scored[0][0]
+    borrowed = evidence.borrowed is not None and evidence.borrowed(top)
+    if not vector_wins(gap, share, borrowed, top in set(evidence.dated), margin, text_evidence):
+        return ranked
     rest = [item for item in ranked if item[0] != first]
     return [(first, ranked[0][1]), *rest][: len(ranked)]

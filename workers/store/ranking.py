@@ -509,11 +509,11 @@ def deep(
     # The guard reads the whole order: a drawer it moves to third is no answer to top_k 1.
     smoothed = smooth_episodes(fused, same_episode, len(fused))
     if votes is not None:  # the first answer: fusion's or the vector's (``first_answer``)
-        words = sum(1 for term in terms if palace.term_counts.count(term))
         shares = {label: score / ideal for label, score in text_scored}
         evidence = first_answer.Evidence(
             vector_scored, shares, text_ranked, feedback, dated, borrows(palace),
-            palace.drawer_count, ideal, words,
+            palace.drawer_count, ideal,
+            lambda: sum(1 for term in terms if palace.term_counts.count(term)),
         )  # fmt: skip
         smoothed = first_answer.choose(smoothed, evidence, MEANING_FIRST_MARGIN, TEXT_EVIDENCE)
     ranked = guard_vector_first(smoothed, vector_ranked)[:top_k]
