@@ -71,6 +71,11 @@ class Evidence:
     words: Callable[[], int] = lambda: 0
 
 
+def cosine_gap(scored: Sequence[tuple[int, float]], label: int) -> float:
+    """How much closer the vector's first is than ``label`` (not returned: cosine -1)."""
+    return scored[0][1] - dict(scored).get(label, -1.0)
+
+
 def features(ranked: Sequence[tuple[int, float]], evidence: Evidence) -> list[float] | None:
     """``FEATURES`` for fusion's first against the vector's first; None when they agree
     (or either list is empty): there is nothing to choose."""
@@ -90,7 +95,7 @@ def features(ranked: Sequence[tuple[int, float]], evidence: Evidence) -> list[fl
     shares = evidence.text_shares
     rarest = math.log(max(2, evidence.palace_size) + 0.5) - math.log(1.5)  # one drawer's idf
     return [
-        best - dict(scored).get(fused_first, -1.0),
+        cosine_gap(scored, fused_first),
         best - scored[1][1] if len(scored) > 1 else 0.0,
         min(SHARE_CAP, shares.get(fused_first, 0.0)),
         min(SHARE_CAP, shares.get(vector_first, 0.0)),
@@ -131,12 +136,12 @@ def choose(
     if margin < 0 or not ranked or not scored or ranked[0][0] == scored[0][0]:
         return ranked
     top, first = ranked[0][0], scored[0][0]
-    gap = scored[0][1] - dict(scored).get(top, -1.0)
+    gap = cosine_gap(scored, top)
     share = evidence.text_shares.get(top, 0.0)
     if gap < margin or share < text_evidence:  # the cheap tests first: no look-up
         return ranked
     borrowed = evidence.borrowed is not None and evidence.borrowed(top)
-    if not vector_wins(gap, share, borrowed, top in set(evidence.dated), margin, text_evidence):
+    if not vector_wins(gap, share, borrowed, top in evidence.dated, margin, text_evidence):
         return ranked
     rest = [item for item in ranked if item[0] != first]
     return [(first, ranked[0][1]), *rest][: len(ranked)]
