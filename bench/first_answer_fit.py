@@ -17,9 +17,10 @@ source out: for each held-out source, each candidate is scored on the remaining 
 by leaving each of them out in turn (fitted on the rest), the best is fitted on all the
 remaining ones and judged on the held-out one, which took no part in either choice. The
 engineering notes' three seeds are one generator, so they leave together. Last, the
-candidate with the best leave-one-source-out mean over every set is fitted on all of them:
-its weights are what ``first_answer.py`` ships (printed; ``--table`` prints the markdown
-table of BENCHMARKS.md).
+candidate with the best leave-one-source-out mean over every set is named, and when it is
+a model, its weights fitted on every set are printed, to be shipped in ``first_answer.py``
+(so far a rule has won: ``first_answer.vector_wins`` at ``MEANING_FIRST_MARGIN``).
+``--table`` prints the markdown table of BENCHMARKS.md.
 """
 
 from __future__ import annotations
