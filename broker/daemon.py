@@ -109,18 +109,24 @@ def raise_open_file_limit(log) -> None:
 
 
 def run_daemon(
-    config: Config | None = None, *, client_started: bool = False, take_over_home: bool = False
+    config: Config | None = None,
+    *,
+    client_started: bool = False,
+    take_over_home: bool = False,
+    start_lock_fd: int | None = None,
 ) -> int:
     """Run the daemon until SIGTERM/SIGINT; one a client started (``client_started``)
     also exits after ``[daemon] idle_exit_s`` without client requests. With
     ``take_over_home`` a home owned by another daemon is taken over or waited for
-    (``take_over``) instead of exiting 1."""
+    (``take_over``) instead of exiting 1. ``start_lock_fd``: the home's start lock, held
+    for us by a starter that did not wait (``client/spawn.py``), closed once our record is
+    written (or by our exit, whatever ends us first)."""
     home.make_private()
     config = config or load_config()
     log = setup_logging("daemon", default_level="info")
     config.ensure_dirs()
     raise_open_file_limit(log)
-    start_fd = -1
+    start_fd = -1 if start_lock_fd is None else start_lock_fd
     stopping: list[int] = []
     if take_over_home:
         signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))

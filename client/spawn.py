@@ -26,13 +26,22 @@ def daemon_env(config: Config) -> dict[str, str]:
     return env
 
 
-def spawn_daemon(config: Config) -> subprocess.Popen:
-    """Start a detached daemon whose logs go to ``logs/daemon.log``."""
+def spawn_daemon(config: Config, start_lock_fd: int | None = None) -> subprocess.Popen:
+    """Start a detached daemon whose logs go to ``logs/daemon.log``.
+
+    ``start_lock_fd``: this process's descriptor of the home's start lock, held, for a
+    starter that leaves before the daemon is up (the SessionStart hook). The daemon
+    inherits it and closes it once its record is written, so every other starter keeps
+    waiting on the lock until then instead of starting a second daemon; if the daemon
+    dies first, its exit releases the lock."""
     config.ensure_dirs()
     fd = os.open(config.log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     log = os.fdopen(fd, "ab")  # handed to the child
+    argv = module_command("trusty_memory.broker", "--client-started")
+    if start_lock_fd is not None:
+        argv.append(f"--start-lock-fd={start_lock_fd}")
     proc = subprocess.Popen(
-        module_command("trusty_memory.broker", "--client-started"),
+        argv,
         env=daemon_env(config),
         umask=0o077,
         stdin=subprocess.DEVNULL,
@@ -40,6 +49,7 @@ def spawn_daemon(config: Config) -> subprocess.Popen:
         stderr=log,
         start_new_session=True,
         close_fds=True,
+        pass_fds=() if start_lock_fd is None else (start_lock_fd,),
     )
     log.close()
     # Reap it whenever it exits so a long-lived starter never collects a zombie.

@@ -195,14 +195,45 @@ def test_session_start_for_a_palace_with_nothing_to_say_says_nothing(daemon, set
     assert last_log(daemon.home)["context_chars"] == 0
 
 
-def test_without_a_daemon_session_start_answers_at_once_and_starts_none(fresh_home, tmp_path):
+def test_without_a_daemon_session_start_answers_at_once_and_starts_one_behind(fresh_home, tmp_path):
+    """No daemon: the hook says nothing, returns at once, and leaves a daemon starting, so
+    the agent's first tool call finds it up. A client that asks while it starts (a
+    ``serve``'s first call, a second session's hook) waits for that daemon: one daemon,
+    the one the hook started."""
     settings = tmp_path / "settings.json"
     start = installed_command(fresh_home, settings, "SessionStart")
     event = hook_input("SessionStart", "/x.jsonl", str(tmp_path))
     done, took = run_as_claude_code(start, event, fresh_home, tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     assert took.fast(cpu_s=1.0)
-    assert Daemon(fresh_home).pid() is None
+    started = last_log(fresh_home)["daemon_started"]
+    assert isinstance(started, int), last_log(fresh_home)
+    again, _ = run_as_claude_code(start, event, fresh_home, tmp_path)  # a second session
+    assert (again.returncode, again.stdout, again.stderr) == (0, b"", b"")
+    assert last_log(fresh_home).get("daemon_started") is None, last_log(fresh_home)
+    daemon = Daemon(fresh_home)
+    created = run_cli(daemon, "palace", "create", "behind")  # starts none of its own
+    assert created.returncode == 0, created.stderr
+    assert daemon.pid() == started
+    log = (fresh_home / "logs" / "daemon.log").read_text()
+    assert "a daemon already runs" not in log, log[-2000:]
+
+
+def test_a_client_that_asks_while_the_hooks_daemon_starts_waits_for_that_one(fresh_home):
+    """The race above, without the seconds between: a client asks the instant the hook
+    has spawned the daemon (its record not written yet). The start lock went to the
+    daemon, so the client waits for it rather than starting a second one."""
+    from trusty_memory.client.capture.hooks import start_daemon_behind
+    from trusty_memory.client.daemon import daemon_pid, ensure_daemon
+
+    config = Daemon(fresh_home).config
+    started = start_daemon_behind(config)
+    assert isinstance(started, int)
+    ensure_daemon(config, timeout_s=120)
+    assert daemon_pid(config) == started
+    assert start_daemon_behind(config) is None  # it runs: nothing more to start
+    log = (fresh_home / "logs" / "daemon.log").read_text()
+    assert "a daemon already runs" not in log, log[-2000:]
 
 
 # -- hostile input ---------------------------------------------------------------------
