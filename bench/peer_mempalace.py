@@ -27,7 +27,11 @@ One run:
    ``--spawns`` times each, ours and theirs taking turns. Ours is ``trusty-memory serve
    --palace P`` -> ``memory_recall``; theirs ``mempalace-mcp --palace DIR`` ->
    ``mempalace_search``. Beside each time, the CPU seconds each process of the product
-   (found by a marker in its environment) had used by the answer.
+   (found by a marker in its environment) had used by the answer. ``--hooked`` adds ours
+   as a Claude Code session with our hooks installed (the ``SessionStart`` hook run as
+   the ``serve`` is spawned, as Claude Code does); ``--prompt-s S`` waits S seconds after
+   ``initialize`` before the first call, as a person typing the first prompt would, and
+   ``first_call_ms`` is then that call alone.
 3. **warm**, on the same palaces: one session of ours and two of MemPalace's (its
    embedding threads at its default, half the logical CPUs, and at ONNX Runtime's default,
    ``MEMPALACE_EMBEDDING_THREADS=0``), in ``--rounds`` rounds of ``--per-round`` calls
@@ -207,6 +211,34 @@ class Ours(Product):
         time.sleep(0.5)
 
 
+class OursHooked(Ours):
+    """Ours as a Claude Code session with ``hooks install`` done: its ``SessionStart`` hook
+    runs as the session starts, beside the ``serve`` spawn (Claude Code starts both at
+    once), and with no daemon running it starts one in the background."""
+
+    def __init__(self, home: Path, palace: str) -> None:
+        super().__init__(home, palace)
+        self.name = "trusty-memory (SessionStart hook)"
+
+    def session_start(self, env: dict[str, str]) -> subprocess.Popen:
+        event = {
+            "session_id": "peer-bench-session",
+            "transcript_path": str(self.home / "no-transcript.jsonl"),
+            "cwd": str(self.home),
+            "permission_mode": "default",
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        }
+        hook = subprocess.Popen(
+            [*TM, "hook", "claude-code", "--palace", self.palace],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert hook.stdin is not None
+        hook.stdin.write(json.dumps(event).encode())
+        hook.stdin.close()
+        return hook
+
+
 class Peer(Product):
     def __init__(self, bin_dir: Path, home: Path, palace: Path, threads: str | None) -> None:
         label = "default" if threads is None else f"threads={threads}"
@@ -267,44 +299,53 @@ def cpu_by_process(marker: str) -> dict[str, float]:
     return out
 
 
-async def cold_once(product: Product, errlog) -> dict:
+async def cold_once(product: Product, errlog, prompt_s: float = 0.0) -> dict:
     """Spawn -> initialize -> first search answered, in ms, from nothing running; and the
-    CPU each of the product's processes had used by the answer."""
+    CPU each of the product's processes had used by the answer. ``prompt_s``: seconds
+    between ``initialize`` and the first call (a person typing the first prompt);
+    ``first_call_ms`` is that call alone."""
     product.stop()
     marker = f"PEER_BENCH_RUN={time.monotonic_ns()}"
     params = product.params()
     env = {**(params.env or {}), "PEER_BENCH_RUN": marker.split("=", 1)[1]}
     params = params.model_copy(update={"env": env})
     t0 = time.perf_counter()
+    hook = product.session_start(env) if isinstance(product, OursHooked) else None
     async with (
         stdio_client(params, errlog=errlog) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
         t1 = time.perf_counter()
+        await asyncio.sleep(prompt_s)
+        t_call = time.perf_counter()
         tool_json(await session.call_tool(*product.recall(QUERY.format(topic=TOPICS[3], n=7))))
         t2 = time.perf_counter()
         cpu = cpu_by_process(marker)
+    if hook is not None:
+        hook.wait(30)
     product.stop()
     return {
         "initialize_ms": round((t1 - t0) * 1000, 1),
         "first_search_ms": round((t2 - t0) * 1000, 1),
+        "first_call_ms": round((t2 - t_call) * 1000, 1),
         "cpu_s": cpu,
         "cpu_total_s": round(sum(cpu.values()), 2),
     }
 
 
-def cold_phase(products: list[Product], spawns: int, errlog) -> dict:
+def cold_phase(products: list[Product], spawns: int, errlog, prompt_s: float = 0.0) -> dict:
     runs: dict[str, list[dict]] = {p.name: [] for p in products}
     load_before = loadavg()
     for _ in range(spawns):
         for p in products:
-            runs[p.name].append(asyncio.run(cold_once(p, errlog)))
+            runs[p.name].append(asyncio.run(cold_once(p, errlog, prompt_s)))
             print(f"cold {p.name}: {runs[p.name][-1]}", file=sys.stderr, flush=True)
     out = {
         name: {
             "first_search_median_ms": round(statistics.median(r["first_search_ms"] for r in rs), 1),
             "initialize_median_ms": round(statistics.median(r["initialize_ms"] for r in rs), 1),
+            "first_call_median_ms": round(statistics.median(r["first_call_ms"] for r in rs), 1),
             "cpu_total_median_s": round(statistics.median(r["cpu_total_s"] for r in rs), 2),
             "runs": rs,
         }
@@ -424,6 +465,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--per-round", type=int, default=20)
     ap.add_argument("--skip-warm", action="store_true", help="the cold phase alone")
+    ap.add_argument(
+        "--hooked", action="store_true",
+        help="also ours as a session with Claude Code's SessionStart hook installed",
+    )  # fmt: skip
+    ap.add_argument(
+        "--prompt-s", type=float, default=0.0,
+        help="cold phase: seconds from initialize to the first call (the first prompt)",
+    )  # fmt: skip
     ap.add_argument("--out", type=Path, default=Path("bench/out/peer_mempalace.json"))
     args = ap.parse_args(argv)
 
@@ -455,17 +504,21 @@ def main(argv: list[str] | None = None) -> int:
             Peer(bin_dir, peer_home, work / "peer-palace-ort", "0"),
         ]
         cold_products: list[Product] = [ours, peers[0]]
-        result["cold"] = cold_phase(cold_products, args.spawns, errlog)
+        if args.hooked:
+            cold_products.append(OursHooked(our_home, "bench"))
+        result["cold"] = cold_phase(cold_products, args.spawns, errlog, args.prompt_s)
         if not args.skip_warm:
             warm = asyncio.run(warm_phase([ours, *peers], args.rounds, args.per_round, errlog))
             result["warm"] = warm
             result["warm_ratios"] = ratios(warm, ours.name, [p.name for p in peers])
         cold = result["cold"]
-        result["cold_ratio"] = round(
-            cold[cold_products[1].name]["first_search_median_ms"]
-            / cold[ours.name]["first_search_median_ms"],
-            2,
-        )
+        for product in (p for p in cold_products if p is not peers[0]):
+            key = "cold_ratio" + (" (SessionStart hook)" if isinstance(product, OursHooked) else "")
+            result[key] = round(
+                cold[peers[0].name]["first_search_median_ms"]
+                / cold[product.name]["first_search_median_ms"],
+                2,
+            )
     finally:
         ours.stop()
         errlog.close()
