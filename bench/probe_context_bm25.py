@@ -28,8 +28,8 @@ import locomo as lm
 from eng_notes import DEFAULT_DATA as ENG_DATA
 from locomo_data import LoadReport, load
 
+from trusty_memory.common import values as v
 from trusty_memory.workers.store import ranking as retrieval
-from trusty_memory.workers.store import values as v
 
 CONTEXT_CHARS = 300
 

@@ -56,9 +56,9 @@ from locomo_data import (
 )
 
 from trusty_memory.client.sync import Client
+from trusty_memory.common import values as v
 from trusty_memory.workers.store import context
 from trusty_memory.workers.store import ranking as retrieval
-from trusty_memory.workers.store import values as v
 
 POOL = 100
 Hits = list[tuple[str, float]]  # (dia_id, fused score), best first

@@ -20,7 +20,7 @@ The file format, one JSON object per line (``type`` says which)::
 
 Import reads the stream line by line and sends batches of ``batch_size`` lines, each as one
 ``palace_import`` request, which the palace worker stores as one transaction. Every line
-of a batch is validated here first (with the worker's own checks, ``workers/store/bulk.py``); a
+of a batch is validated here first (with the worker's own checks, ``common/import_checks.py``); a
 batch holding a bad line is not sent at all, so a file is never half-imported batch-wise,
 and every bad line is reported with its number and cause. ``Progress`` reports how far it
 is as it goes, on a terminal or not. Import is idempotent by drawer
@@ -65,8 +65,8 @@ import msgspec
 
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
+from trusty_memory.common.import_checks import check_drawer, check_triple
 from trusty_memory.common.json_depth import nesting_over
-from trusty_memory.workers.store.bulk import check_drawer, check_triple
 
 FORMAT = "trusty-memory/1"
 DIM = 384

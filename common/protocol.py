@@ -1283,7 +1283,7 @@ def _metadata(path: str, value: Any, lim: LimitsSettings) -> None:
 
 def _time(path: str, value: Any, lim: LimitsSettings) -> None:
     """An RFC 3339 time: short, and inside the calendar once moved to UTC. A value that is
-    no time at all is left to the worker, which words that (``workers/store/values.py``)."""
+    no time at all is left to the worker, which words that (``common/values.py``)."""
     _within(path, value, lim.max_name_bytes, "[limits] max_name_bytes")
     if not isinstance(value, str):
         return

@@ -24,6 +24,7 @@ from trusty_memory.client.aio import AsyncClient
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
 from trusty_memory.common.home import tree_size
+from trusty_memory.common.human import duration
 
 PAGE_SIZE = 10
 LIST_LIMIT = 50
@@ -500,8 +501,6 @@ def restarts_in_words(restarts: dict[str, int]) -> str:
 
 
 async def daemon(client: AsyncClient) -> DaemonView:
-    from trusty_memory.client.cli.human import duration
-
     status = await client.call("status")
     workers = [w for s in status["services"] for w in s["workers"]]
     return DaemonView(

@@ -18,13 +18,13 @@ import numpy as np
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
+from trusty_memory.common import values as v
 from trusty_memory.workers import scrub
 from trusty_memory.workers.base import Job, Reply
 from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker, Vectors
 from trusty_memory.workers.store import bulk, context, decay, dedup, ranking
 from trusty_memory.workers.store import edit as store_edit
-from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.write import PalaceStore
 
 # Writes that hold the writer for a while and come from bulk clients (``mine`` and

@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trusty_memory.client.cli.human import visible
 from trusty_memory.client.cli.output import output, say
 from trusty_memory.client.cli.parser import actions, command
 from trusty_memory.common import __version__
 from trusty_memory.common.config import Config
 from trusty_memory.common.home import tree_size
+from trusty_memory.common.human import visible
 
 Check = tuple[str, bool, str]  # (what, ok, detail)
 RUNTIME_MODULES = (

@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 from typing import TextIO, cast
 
-from trusty_memory.client.cli.human import clip
 from trusty_memory.client.cli.output import Shown, daemon_client, output
 from trusty_memory.client.cli.parser import actions, command, old_palace_option, palace_of
+from trusty_memory.common.human import clip
 
 
 def cmd_dream(args) -> int:

@@ -3,9 +3,9 @@ object, valid from/to): assert, query (now or ``--as-of``), history and invalida
 
 from __future__ import annotations
 
-from trusty_memory.client.cli.human import visible
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import actions, command
+from trusty_memory.common.human import visible
 
 
 def cmd_kg_assert(args) -> int:

@@ -34,9 +34,9 @@ from trusty_memory.client.cli import (
     service,
     transfer,
 )
-from trusty_memory.client.cli.human import visible
 from trusty_memory.client.cli.output import say
 from trusty_memory.client.cli.parser import Parser
+from trusty_memory.common.human import visible
 
 GROUPS = (
     server,

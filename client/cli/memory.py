@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from trusty_memory.client.cli.human import clip, describe, score
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command, old_palace_option, palace_of
+from trusty_memory.common.human import clip, describe, score
 
 TEXT_WIDTH = 100  # characters of a drawer's text on a one-line listing
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from trusty_memory.client.cli.human import visible
+from trusty_memory.common.human import visible
 
 
 def daemon_client():

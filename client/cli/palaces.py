@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from trusty_memory.client.cli.human import describe, visible
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import actions, command
+from trusty_memory.common.human import describe, visible
 
 
 def cmd_palace_list(args) -> int:

@@ -18,7 +18,7 @@ import re
 import sys
 from typing import NoReturn
 
-from trusty_memory.client.cli.human import visible
+from trusty_memory.common.human import visible
 
 # argparse's message for an unknown verb or action; 3.12 dropped the quotes around choices.
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")

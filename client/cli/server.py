@@ -14,9 +14,9 @@ import signal
 import sys
 import time
 
-from trusty_memory.client.cli.human import duration
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command
+from trusty_memory.common.human import duration
 
 HTTP_LISTEN = "127.0.0.1:3031"  # `http` and `service install --http` without an address
 

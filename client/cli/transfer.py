@@ -9,9 +9,9 @@ import signal
 import sys
 from pathlib import Path
 
-from trusty_memory.client.cli.human import visible
 from trusty_memory.client.cli.output import daemon_client, output, say
 from trusty_memory.client.cli.parser import command
+from trusty_memory.common.human import visible
 
 
 def cmd_export(args) -> int:

@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import Daemon, _short_tmp, on_pty, run_cli
 from trusty_memory.client.cli.admin import shown_log_line
-from trusty_memory.client.cli.human import clip, describe, visible
+from trusty_memory.common.human import clip, describe, visible
 
 pytestmark = pytest.mark.slow
 

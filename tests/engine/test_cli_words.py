@@ -1,11 +1,11 @@
-"""How the command line words things for people (``client/cli/human.py``) and how it
+"""How the command line words things for people (``common/human.py``) and how it
 answers a mistyped verb (``client/cli/parser.py``): pure functions, checked directly."""
 
 from __future__ import annotations
 
-from trusty_memory.client.cli.human import clip, describe, duration, score
 from trusty_memory.client.cli.main import build_parser
 from trusty_memory.client.cli.parser import suggest
+from trusty_memory.common.human import clip, describe, duration, score
 
 
 def test_durations_in_words():

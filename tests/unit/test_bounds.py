@@ -18,8 +18,8 @@ import pytest
 from tests.unit.test_store import SETTINGS, remember
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import LimitsSettings, load_config
+from trusty_memory.common.values import check_created_at, check_timestamp
 from trusty_memory.workers.store import dedup
-from trusty_memory.workers.store.values import check_created_at, check_timestamp
 from trusty_memory.workers.store.write import PalaceStore
 
 _UNBOUNDED_KINDS = (msgspec.inspect.StrType, msgspec.inspect.ListType, msgspec.inspect.DictType,

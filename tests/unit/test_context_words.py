@@ -18,6 +18,7 @@ import pytest
 
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import PalaceSettings
+from trusty_memory.common.import_checks import check_drawer
 from trusty_memory.common.protocol import RememberParams
 from trusty_memory.workers.store import archive, bulk, context
 from trusty_memory.workers.store import edit as store_edit
@@ -194,8 +195,8 @@ def test_an_export_carries_the_words_and_an_import_keeps_them_exactly(store, pal
     finally:
         other.close()
     with pytest.raises(p.TrustyError, match="context: must be a string or null"):
-        bulk.check_drawer(p.ImportDrawer(drawer_id=str(uuid.UUID(int=9)), content="x",
-                                         context=7), DIM, 1000)  # fmt: skip
+        check_drawer(p.ImportDrawer(drawer_id=str(uuid.UUID(int=9)), content="x",
+                                    context=7), DIM, 1000)  # fmt: skip
 
 
 def test_the_v6_migration_gives_stored_drawers_their_predecessors_words(tmp_path):

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from trusty_memory.common.values import check_timestamp, stored_time
 from trusty_memory.workers.store.dates import mentioned, windows
-from trusty_memory.workers.store.values import check_timestamp, stored_time
 
 YEARS = range(2022, 2024)
 

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import paraphrase_notes_data as data_module  # noqa: E402
 
-from trusty_memory.workers.store.values import STOPWORDS  # noqa: E402
+from trusty_memory.common.values import STOPWORDS  # noqa: E402
 
 _WORD = re.compile(r"[a-z0-9]+")
 # Words a question needs to be a question, rare here only because notes are statements.

@@ -26,12 +26,12 @@ from trusty_memory.common.protocol import (
     TrustyError,
     UpdateParams,
 )
+from trusty_memory.common.values import check_timestamp
 from trusty_memory.workers.store import archive, decay
 from trusty_memory.workers.store import edit as store_edit
 from trusty_memory.workers.store import schema as store_schema
 from trusty_memory.workers.store import search as store_search
 from trusty_memory.workers.store.read import ReadStore
-from trusty_memory.workers.store.values import check_timestamp
 from trusty_memory.workers.store.write import PalaceStore
 
 

@@ -17,8 +17,8 @@ import json
 from typing import TYPE_CHECKING
 
 from trusty_memory.common import protocol as p
+from trusty_memory.common import values as v
 from trusty_memory.workers.store import rows
-from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.rows import Row
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from trusty_memory.workers.store.values import stored_time
+from trusty_memory.common.values import stored_time
 
 MONTHS = [
     "January", "February", "March", "April", "May", "June",

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from trusty_memory.common import protocol as p
+from trusty_memory.common import values as v
 from trusty_memory.workers.store import archive, dream_log, rows
-from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.rows import Row
 
 if TYPE_CHECKING:

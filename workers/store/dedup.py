@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trusty_memory.common import protocol as p
+from trusty_memory.common import values as v
 from trusty_memory.workers.store import archive, rows
-from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.rows import Row
 from trusty_memory.workers.store.same_fact import same_fact, wording_key
 from trusty_memory.workers.store.state import DrawerPlace

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypedDict
 
-from trusty_memory.workers.store import values as v
+from trusty_memory.common import values as v
 
 if TYPE_CHECKING:
     import sqlite3

@@ -29,8 +29,8 @@ import numpy as np
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
+from trusty_memory.common import values as v
 from trusty_memory.workers.store import archive, rows
-from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.rows import Row
 from trusty_memory.workers.store.state import DrawerPlace
 

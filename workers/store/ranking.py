@@ -277,8 +277,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Protocol
 
 from trusty_memory.common import names
+from trusty_memory.common import values as v
 from trusty_memory.workers.store import dates, first_answer, relatedness
-from trusty_memory.workers.store import values as v
 
 if TYPE_CHECKING:
     import sqlite3

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from trusty_memory.common import names
+from trusty_memory.common import values as v
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.palace_dir import DB_FILE, IDENTITY_FILE, read_meta
 from trusty_memory.common.protocol import (
@@ -48,7 +49,6 @@ from trusty_memory.common.protocol import (
     TrustyError,
 )
 from trusty_memory.workers.store import context, dream_log, ranking
-from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.schema import connect_readonly
 from trusty_memory.workers.store.state import PalaceState, storage_errors
 

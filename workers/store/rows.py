@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from trusty_memory.common import protocol as p
-from trusty_memory.workers.store import values as v
+from trusty_memory.common import values as v
 from trusty_memory.workers.store.state import DrawerPlace
 
 if TYPE_CHECKING:

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
+from trusty_memory.common import values as v
 from trusty_memory.workers.store import dream_log
-from trusty_memory.workers.store import values as v
 
 if TYPE_CHECKING:
     from trusty_memory.workers.store.read import ReadStore

@@ -48,6 +48,7 @@ import msgspec
 import numpy as np
 
 from trusty_memory.common import names
+from trusty_memory.common import values as v
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.home import flock_within
 from trusty_memory.common.logs import get_logger
@@ -68,7 +69,6 @@ from trusty_memory.common.protocol import (
     TrustyError,
 )
 from trusty_memory.workers.store import archive, context, dream_log, rows
-from trusty_memory.workers.store import values as v
 from trusty_memory.workers.store.index import VectorIndex
 from trusty_memory.workers.store.read import ReadStore
 from trusty_memory.workers.store.schema import connect
