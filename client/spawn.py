@@ -6,11 +6,13 @@ of ``serve`` can start a daemon with the standard library alone.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import threading
 from pathlib import Path
 
+from trusty_memory.common import home
 from trusty_memory.common.config import Config, default_home
 from trusty_memory.common.launch import module_command
 
@@ -55,3 +57,23 @@ def spawn_daemon(config: Config, start_lock_fd: int | None = None) -> subprocess
     # Reap it whenever it exits so a long-lived starter never collects a zombie.
     threading.Thread(target=proc.wait, daemon=True, name="reap-daemon").start()
     return proc
+
+
+def start_daemon_behind(config: Config) -> int | None:
+    """Start the home's daemon without waiting for it (the SessionStart hook, which must
+    answer within a second): its pid, or None when another starter is at it (the start
+    lock is taken) or a daemon runs after all. The held start lock goes to the daemon
+    (``spawn_daemon``'s ``start_lock_fd``), so a ``serve`` or client that asks meanwhile
+    waits for this daemon instead of starting another."""
+    config.ensure_dirs()
+    fd = os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # someone is starting it now
+        if home.live_daemon(config.home) is not None or home.lock_held(config.home):
+            return None
+        return spawn_daemon(config, start_lock_fd=fd).pid
+    finally:
+        os.close(fd)  # the daemon holds its own copy of the lock until its record is out

@@ -17,7 +17,7 @@ Two halves, both for Claude Code's hooks (its settings file's ``hooks`` ->
   files older Claude Code wrote beside it, :func:`older_sidechains`); at ``SessionStart`` it
   prints the palace's wake-up context (``wake_up.py``) as Claude Code's
   ``hookSpecificOutput.additionalContext`` within a second, or nothing (and starts the
-  daemon in the background if none runs: :func:`start_daemon_behind`).
+  daemon in the background if none runs: ``spawn.start_daemon_behind``).
 
 A hook must never break the agent. Claude Code reads a hook's exit status: 2 blocks (at
 ``Stop`` it feeds stderr to the model and keeps it talking), any other non-zero shows
@@ -585,13 +585,19 @@ def wake_up_within(
     """The palace's wake-up text if the daemon gives it within ``wait_s``, else None; and
     whether the asking thread is still running (then the caller must leave with
     ``os._exit``, not wait for it). A local daemon that is not running is started in the
-    background (:func:`start_daemon_behind`; its pid goes in ``record``) and this session
+    background (``spawn.start_daemon_behind``; its pid goes in ``record``) and this session
     gets no context: a start takes seconds, and waiting for it would hold the session up."""
     from trusty_memory.client.daemon import frontend, is_local
     from trusty_memory.common.config import load_config
 
     config = load_config()
     if is_local(config) and frontend(config) is None:
+        # Started now, the daemon is up before the agent's first tool call (in the time a
+        # person takes to type the first prompt) instead of that call waiting seconds for
+        # the model, the SDK and the palace (BENCHMARKS.md, "Beside MemPalace"); it would
+        # start at the first Stop anyway, to mine the turn.
+        from trusty_memory.client.spawn import start_daemon_behind
+
         pid = start_daemon_behind(config)
         if record is not None:
             record["daemon_started"] = pid
@@ -617,35 +623,6 @@ def wake_up_within(
     if thread.is_alive():
         return None, True
     return (found[0] if found else None), False
-
-
-def start_daemon_behind(config: Any) -> int | None:
-    """Start the home's daemon without waiting for it; its pid, or None when another
-    starter is already at it (the start lock is taken) or a daemon runs after all.
-
-    Why at ``SessionStart``: a session's first tool call would otherwise start the daemon
-    itself and wait seconds for the model, the SDK and the palace (BENCHMARKS.md, "Beside
-    MemPalace"); started here, it is up before the agent's first call, in the time the
-    person takes to type the first prompt. It would start at the first ``Stop`` anyway,
-    to mine the turn. The start lock goes to the daemon with it (``spawn_daemon``), so a
-    ``serve`` that asks meanwhile waits for this daemon instead of starting another."""
-    import fcntl
-
-    from trusty_memory.client.spawn import spawn_daemon
-    from trusty_memory.common import home
-
-    config.ensure_dirs()
-    fd = os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None  # someone is starting it now
-        if home.live_daemon(config.home) is not None or home.lock_held(config.home):
-            return None
-        return spawn_daemon(config, start_lock_fd=fd).pid
-    finally:
-        os.close(fd)  # the daemon holds its own copy of the lock until its record is out
 
 
 def run_hook(

@@ -223,8 +223,8 @@ def test_a_client_that_asks_while_the_hooks_daemon_starts_waits_for_that_one(fre
     """The race above, without the seconds between: a client asks the instant the hook
     has spawned the daemon (its record not written yet). The start lock went to the
     daemon, so the client waits for it rather than starting a second one."""
-    from trusty_memory.client.capture.hooks import start_daemon_behind
     from trusty_memory.client.daemon import daemon_pid, ensure_daemon
+    from trusty_memory.client.spawn import start_daemon_behind
 
     config = Daemon(fresh_home).config
     started = start_daemon_behind(config)
