@@ -138,7 +138,13 @@ def test_a_worker_the_supervisor_kills_is_reported_as_unresponsive_not_crashed(f
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
-        crashes = client.call("status")["crashes"]
+        # The broker answers what a killed worker held before the supervisor reaps it, so
+        # the exit's record can lag the last answer by a loop turn: wait for both.
+        slots = ("embedder#0", "embedder#1")
+        crashes = wait_until(
+            lambda: (c := client.call("status")["crashes"]) and all(s in c for s in slots) and c,
+            30, "both kills recorded",
+        )  # fmt: skip
     errors = [o for o in outcomes if isinstance(o, p.TrustyError)]
     log = daemon_log(d)
     assert len(outcomes) == 2 and errors, (outcomes, log[-3000:])
@@ -147,7 +153,7 @@ def test_a_worker_the_supervisor_kills_is_reported_as_unresponsive_not_crashed(f
         assert "(2 attempts)" in error.message and "crashed" not in error.message
     assert "presumed dead" in log
     assert "killed by the supervisor: unresponsive" in log
-    for slot in ("embedder#0", "embedder#1"):
+    for slot in slots:
         assert crashes[slot]["last_exit"].startswith("killed by the supervisor: unresponsive")
 
 
