@@ -29,7 +29,7 @@ import msgspec
 
 from trusty_memory.client.mcp.lines import MAX_LINE_BYTES
 from trusty_memory.client.mcp.tool_sets import tool_definitions
-from trusty_memory.common import protocol as p
+from trusty_memory.common.methods import PARAMS_FOR_METHOD
 
 Case = tuple[str, list[bytes]]  # stdin lines sent together
 FrameCase = tuple[str, list[list[bytes]]]  # broker messages (each a list of frames)
@@ -575,7 +575,7 @@ def fixed_frame_cases(ids: Ids) -> list[FrameCase]:
         cases.append((f"nesting:params:{depth}", [[head + enc("params") + deep]]))
         cases.append((f"nesting:palace:{depth}", [[head + enc("palace") + deep]]))
         cases.append((f"nesting:top:{depth}", [[deep]]))
-    for method in p.PARAMS_FOR_METHOD:
+    for method in PARAMS_FOR_METHOD:
         if method == "palace_import" or (method.startswith("dream_") and method != "dream_status"):
             continue  # bulk import and the dreamer's writes change data; they have own tests
         for params in (5, "x", [1, 2], {"text": 5, "query": [], "name": {}}, None, b"\x00"):

@@ -54,7 +54,7 @@ from bench.harness import running_daemon, summary
 from bench.scale import DIM, drawer_chunk
 from trusty_memory.client.sync import Client
 from trusty_memory.common.config import PalaceSettings
-from trusty_memory.common.protocol import RememberParams
+from trusty_memory.common.messages import RememberParams
 from trusty_memory.workers.store.read import ReadStore
 from trusty_memory.workers.store.write import PalaceStore
 

@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     from trusty_memory.client.sync import Client
     from trusty_memory.common import protocol as p
     from trusty_memory.common.config import load_config
+    from trusty_memory.common.messages import PalaceStats
 
     home = Path(tempfile.mkdtemp(prefix="tmb-", dir="/tmp"))
     env = {**os.environ, "TRUSTY_MEMORY_HOME": str(home), "HF_HUB_OFFLINE": "1"}
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         with Client(config, autostart=False) as client:
             try:
                 stats = client.call("palace_stats", palace="bench")
-                stored = p.convert(stats, p.PalaceStats).drawer_count
+                stored = p.convert(stats, PalaceStats).drawer_count
             except p.TrustyError:
                 stored = 0  # a failed import that created the palace removes it
         text = ""

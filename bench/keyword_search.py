@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import replay
 
-from trusty_memory.common import protocol as p
 from trusty_memory.common.config import load_config
+from trusty_memory.common.messages import SearchParams
 from trusty_memory.workers.store import search
 
 SETS = tuple(replay.NOTE_SETS)  # eng, eng7, eng99, history, bursts
@@ -44,7 +44,7 @@ def measure(store, questions: list[dict], ids: dict[str, str]) -> dict:
     times = []
     for q in questions:
         t0 = time.perf_counter()
-        result = search.search(store, p.SearchParams(query=q["question"], limit=max(KS)))
+        result = search.search(store, SearchParams(query=q["question"], limit=max(KS)))
         times.append(time.perf_counter() - t0)
         ranked = [ids.get(d.drawer_id, "?") for d in result.drawers]
         answered += bool(ranked)
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         store = replay.open_store(args.home, meta["palace"], settings)
         try:
             if args.query is not None:
-                found = search.search(store, p.SearchParams(query=args.query, limit=5))
+                found = search.search(store, SearchParams(query=args.query, limit=5))
                 for d in found.drawers:
                     print(
                         f"{name} {meta['ids'].get(d.drawer_id, '?')} {d.score:.2f} {d.content[:90]}"

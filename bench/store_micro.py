@@ -20,7 +20,7 @@ import numpy as np
 import structlog
 
 from trusty_memory.common.config import PalaceSettings
-from trusty_memory.common.protocol import RememberParams
+from trusty_memory.common.messages import RememberParams
 from trusty_memory.workers.store.write import PalaceStore
 
 DIM = 384

@@ -54,6 +54,17 @@ from trusty_memory.common import __version__, palace_dir, tracing, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config, worker_budget
 from trusty_memory.common.disk_full import disk_full_error
+from trusty_memory.common.methods import (
+    BACKGROUND_METHODS,
+    BROKER_METHODS,
+    EMBEDDER_METHODS,
+    PALACE_METHODS,
+    PALACE_MOVE_METHODS,
+    PALACE_WRITE_METHODS,
+    Method,
+    decode_params,
+    embedder_service,
+)
 from trusty_memory.common.names import validate_palace_name
 
 TICK_S = 0.05
@@ -187,19 +198,19 @@ class Broker:
 
     def route(self, client: bytes, req: p.Request, frame: bytes) -> None:
         method = req.method
-        if not req.background and method not in p.BACKGROUND_METHODS | p.EMBEDDER_METHODS:
+        if not req.background and method not in BACKGROUND_METHODS | EMBEDDER_METHODS:
             self.last_client_request = time.monotonic()
-        if method in p.PALACE_MOVE_METHODS:
+        if method in PALACE_MOVE_METHODS:
             palace_moves.close_palace(self, client, req)
-        elif method in p.BROKER_METHODS:
+        elif method in BROKER_METHODS:
             self.reply(client, p.ok_response(req.id, self.broker_method(req)))
-        elif method in p.EMBEDDER_METHODS:
-            self.dispatch(p.embedder_service(method), client, req, frame, write=False)
-        elif method in p.PALACE_METHODS:
+        elif method in EMBEDDER_METHODS:
+            self.dispatch(embedder_service(method), client, req, frame, write=False)
+        elif method in PALACE_METHODS:
             if req.palace is None:
                 raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"{method}: missing 'palace'")
             name = self.check_open(validate_palace_name(req.palace))
-            write = method in p.PALACE_WRITE_METHODS
+            write = method in PALACE_WRITE_METHODS
             self.dispatch(p.palace_service(name), client, req, frame, write=write)
         else:
             raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
@@ -215,7 +226,7 @@ class Broker:
         pending = Pending(client, req.id, frame, req.method, time.monotonic() + timeout, write)
         service = self.service(name)
         service.last_used = time.monotonic()
-        if req.method not in p.BACKGROUND_METHODS:
+        if req.method not in BACKGROUND_METHODS:
             service.foreground_requests += 1
             service.last_foreground = service.last_used
         worker = service.pick(write)
@@ -327,28 +338,28 @@ class Broker:
             self.log.debug("reply undeliverable", error=str(exc))
 
     def broker_method(self, req: p.Request):
-        if req.method == "ping":
+        if req.method == Method.PING:
             return {"pong": True, "pid": os.getpid(), "version": __version__}
-        if req.method == "status":
+        if req.method == Method.STATUS:
             return status_report.status(self)
-        if req.method == "palace_list":
+        if req.method == Method.PALACE_LIST:
             remote = [s[len(p.PALACE_SERVICE_PREFIX) :] for s in self.remote_palaces]
             names = sorted(set(self.palaces.names()) | set(remote))
             return {"palaces": [n for n in names if n not in self.closing]}
-        if req.method == "palace_summaries":
+        if req.method == Method.PALACE_SUMMARIES:
             names = [n for n in self.palaces.names() if n not in self.closing]
             return {"palaces": {n: self.palaces.summary(n) for n in names}}
-        if req.method == "palace_archived":
+        if req.method == Method.PALACE_ARCHIVED:
             return {"palaces": self.palaces.archived()}
-        params = p.decode_params(req.method, req.params)
-        if req.method == "palace_scale":
+        params = decode_params(req.method, req.params)
+        if req.method == Method.PALACE_SCALE:
             return reader_scaling.scale(
                 self, self.check_open(validate_palace_name(params.name)), params.readers
             )
-        if req.method == "palace_restore":
+        if req.method == Method.PALACE_RESTORE:
             self.check_free(params.new_name or params.name, req.method)
             return self.palaces.restore(params.name, params.entry, params.new_name)
-        if req.method == "palace_forget_remote":
+        if req.method == Method.PALACE_FORGET_REMOTE:
             return self.forget_remote(validate_palace_name(params.name))
         self.check_not_reserved(validate_palace_name(params.name))
         self.check_not_remote(params.name)
@@ -416,7 +427,7 @@ class Broker:
 
     def check_not_reserved(self, name: str) -> None:
         for closing in self.closing.values():
-            if closing.method == "palace_rename" and closing.params.new_name == name:
+            if closing.method == Method.PALACE_RENAME and closing.params.new_name == name:
                 message = f"palace already exists: {name} ({closing.palace} is being renamed to it)"
                 raise p.TrustyError(p.ErrorCode.PALACE_EXISTS, message)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from trusty_memory.broker.records import Closing, Service
 from trusty_memory.common import protocol as p
+from trusty_memory.common.methods import Method, decode_params
 from trusty_memory.common.names import validate_palace_name
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 def close_palace(broker: Broker, client: bytes, req: p.Request) -> None:
     """Start a ``palace_delete`` or ``palace_rename``: refuse the palace's requests from
     now on, stop its workers, and move it once they have exited (``advance_closing``)."""
-    params = p.decode_params(req.method, req.params)
+    params = decode_params(req.method, req.params)
     name = broker.check_open(validate_palace_name(params.name))
     if (host := broker.remote_palaces.get(p.palace_service(name))) is not None:
         raise p.TrustyError(
@@ -34,7 +35,7 @@ def close_palace(broker: Broker, client: bytes, req: p.Request) -> None:
             " owns its files: stop that worker and move the palace on its host (or, if it"
             f" has come home for good, `trusty-memory palace forget-remote {name}` first)",
         )
-    if req.method == "palace_rename":
+    if req.method == Method.PALACE_RENAME:
         if params.new_name == name:
             raise p.TrustyError(
                 p.ErrorCode.INVALID_PARAMS, f"palace_rename: {name} is already its name"
@@ -105,7 +106,7 @@ def finish_closing(broker: Broker, closing: Closing) -> None:
     for child in broker.supervisor.slots(service_name):
         broker.supervisor.forget(child)
     try:
-        if closing.method == "palace_delete":
+        if closing.method == Method.PALACE_DELETE:
             data = broker.palaces.delete(closing.palace, closing.params.discard_empty)
         else:
             data = broker.palaces.rename(closing.palace, closing.params.new_name)

@@ -12,6 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from trusty_memory.common.methods import Method
+
 RATE_WINDOW_S = 10.0
 RATE_WINDOW_MAX = 100_000
 
@@ -89,7 +91,7 @@ class Closing:
     """A palace whose workers are stopping so that its directory can move."""
 
     palace: str
-    method: str  # one of protocol.PALACE_MOVE_METHODS
+    method: str  # one of methods.PALACE_MOVE_METHODS
     params: Any
     client: bytes
     rid: str
@@ -99,7 +101,7 @@ class Closing:
     @property
     def gone(self) -> str:
         """What happened to the palace, for the errors its callers get."""
-        if self.method == "palace_rename":
+        if self.method == Method.PALACE_RENAME:
             return f"renamed to {self.params.new_name}"
         return "deleted"
 

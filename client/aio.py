@@ -21,6 +21,14 @@ from trusty_memory.client.sync import POLL_SLICE_S, SeqTracker, prepare_params
 from trusty_memory.common import protocol as p
 from trusty_memory.common import tracing, transport
 from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.messages import (
+    DrawerDetail,
+    KgQueryResult,
+    PalaceStats,
+    SearchResult,
+    UpdateResult,
+)
+from trusty_memory.common.methods import Method
 
 
 class AsyncClient:
@@ -159,30 +167,32 @@ class AsyncClient:
 
     # -- named calls: what ``serve --tools extended`` offers, for in-process front ends ---
 
-    async def get(self, palace: str, drawer_id: str) -> p.DrawerDetail:
+    async def get(self, palace: str, drawer_id: str) -> DrawerDetail:
         """One whole drawer by id (``drawer_get``)."""
-        data = await self.call("drawer_get", {"drawer_id": drawer_id}, palace=palace)
-        return p.convert(data, p.DrawerDetail)
+        data = await self.call(Method.DRAWER_GET, {"drawer_id": drawer_id}, palace=palace)
+        return p.convert(data, DrawerDetail)
 
-    async def update(self, palace: str, drawer_id: str, **fields: Any) -> p.UpdateResult:
-        """Change a drawer in place (``protocol.UpdateParams``); the previous version goes
+    async def update(self, palace: str, drawer_id: str, **fields: Any) -> UpdateResult:
+        """Change a drawer in place (``messages.UpdateParams``); the previous version goes
         to the archive."""
-        data = await self.call("memory_update", {"drawer_id": drawer_id, **fields}, palace=palace)
-        return p.convert(data, p.UpdateResult)
+        data = await self.call(
+            Method.MEMORY_UPDATE, {"drawer_id": drawer_id, **fields}, palace=palace
+        )
+        return p.convert(data, UpdateResult)
 
-    async def search(self, palace: str, query: str | None = None, **params: Any) -> p.SearchResult:
+    async def search(self, palace: str, query: str | None = None, **params: Any) -> SearchResult:
         """A page of keyword-search hits (or, without a query, drawers last written first); pass
         the result's ``next_cursor`` as ``cursor`` for the next page."""
-        data = await self.call("memory_search", {"query": query, **params}, palace=palace)
-        return p.convert(data, p.SearchResult)
+        data = await self.call(Method.MEMORY_SEARCH, {"query": query, **params}, palace=palace)
+        return p.convert(data, SearchResult)
 
     async def kg_history(
         self, palace: str, subject: str, predicate: str | None = None
-    ) -> p.KgQueryResult:
+    ) -> KgQueryResult:
         """Every triple of ``subject`` (one predicate's, if given), closed ones too."""
         params = {"subject": subject, "predicate": predicate}
-        return p.convert(await self.call("kg_history", params, palace=palace), p.KgQueryResult)
+        return p.convert(await self.call(Method.KG_HISTORY, params, palace=palace), KgQueryResult)
 
-    async def palace_stats(self, palace: str) -> p.PalaceStats:
+    async def palace_stats(self, palace: str) -> PalaceStats:
         """Counts, index lag, last dream pass and sizes of one palace."""
-        return p.convert(await self.call("palace_stats", palace=palace), p.PalaceStats)
+        return p.convert(await self.call(Method.PALACE_STATS, palace=palace), PalaceStats)

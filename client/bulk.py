@@ -67,6 +67,14 @@ from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
 from trusty_memory.common.import_checks import check_drawer, check_triple
 from trusty_memory.common.json_depth import nesting_over
+from trusty_memory.common.messages import (
+    ExportDrawer,
+    ExportResult,
+    ImportDrawer,
+    ImportResult,
+    ImportTriple,
+)
+from trusty_memory.common.methods import Method
 
 FORMAT = "trusty-memory/1"
 DIM = 384
@@ -313,7 +321,7 @@ def read_lines(stream: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | Non
 
 def parse_line(
     raw: bytes, max_text_bytes: int, dim: int = DIM
-) -> p.ImportDrawer | p.ImportTriple | None:
+) -> ImportDrawer | ImportTriple | None:
     """One JSONL line as what ``palace_import`` takes (None: header or blank line).
 
     Raises ``ValueError`` naming the cause (msgspec names the field: ``at `$.content```).
@@ -323,7 +331,7 @@ def parse_line(
 
 def _parse(
     raw: bytes, max_text_bytes: int, dim: int = DIM
-) -> tuple[p.ImportDrawer | p.ImportTriple | None, bool]:
+) -> tuple[ImportDrawer | ImportTriple | None, bool]:
     """``parse_line``, and whether the line's drawer id was derived (it named none)."""
     if not raw.strip():
         return None, False
@@ -342,7 +350,7 @@ def _parse(
             # sent holds the checked vectors, unit float32 bytes, and the id (derived when
             # the line names none).
             checked = check_drawer(line, dim, max_text_bytes)
-            drawer = p.ImportDrawer(
+            drawer = ImportDrawer(
                 drawer_id=checked.id,
                 content=line.content,
                 room=line.room,
@@ -357,7 +365,7 @@ def _parse(
             )
             return drawer, line.drawer_id is None
         if isinstance(line, TripleLine):
-            triple = p.ImportTriple(**msgspec.structs.asdict(line))
+            triple = ImportTriple(**msgspec.structs.asdict(line))
             check_triple(triple)
             return triple, False
     except p.TrustyError as exc:
@@ -376,7 +384,7 @@ def _check_nesting(raw: bytes) -> None:
         raise ValueError(f"nested more than {MAX_NESTING} levels deep (arrays and objects)")
 
 
-def _id_of(drawer: p.ImportDrawer) -> str:
+def _id_of(drawer: ImportDrawer) -> str:
     """A parsed drawer's id: ``_parse`` gives every drawer one (``check_drawer`` derives
     it when the line names none), though the wire type lets a sender leave it out."""
     assert drawer.drawer_id is not None, "a parsed drawer always has its id"
@@ -391,7 +399,7 @@ def _untyped(raw: bytes) -> DrawerFields:
 
 
 def _check_unique(
-    item: p.ImportDrawer | p.ImportTriple | None,
+    item: ImportDrawer | ImportTriple | None,
     lineno: int,
     seen: dict[str, int],
     derived: bool = False,
@@ -401,7 +409,7 @@ def _check_unique(
     lines would be lost without a word. ``seen``: drawer id -> its first line. Not for
     a ``derived`` id: two lines with one derived id hold the same drawer (text, room,
     metadata), so skipping the second loses nothing."""
-    if not isinstance(item, p.ImportDrawer) or derived:
+    if not isinstance(item, ImportDrawer) or derived:
         return
     drawer_id = _id_of(item)
     first = seen.setdefault(drawer_id, lineno)
@@ -520,7 +528,7 @@ def import_jsonl(
     """Import a JSONL stream into ``palace`` batch by batch; see the module doc. The counts
     go into ``summary`` when given (so they are there if the stream raises)."""
     summary = summary if summary is not None else ImportSummary()
-    batch: list[tuple[int, p.ImportDrawer | p.ImportTriple]] = []
+    batch: list[tuple[int, ImportDrawer | ImportTriple]] = []
     batch_bad = False
     read = 0
     limit = max_line_bytes(max_text_bytes)
@@ -610,7 +618,7 @@ def _not_jsonl(raw: bytes, lineno: int, summary: ImportSummary, name: str) -> st
 def _flush(
     client: Client,
     palace: str,
-    batch: list[tuple[int, p.ImportDrawer | p.ImportTriple]],
+    batch: list[tuple[int, ImportDrawer | ImportTriple]],
     has_bad: bool,
     dry_run: bool,
     summary: ImportSummary,
@@ -620,22 +628,20 @@ def _flush(
         if has_bad:
             summary.held_back += len(batch)
         else:
-            summary.would_import += sum(isinstance(item, p.ImportDrawer) for _, item in batch)
-            summary.would_import_triples += sum(
-                isinstance(item, p.ImportTriple) for _, item in batch
-            )
+            summary.would_import += sum(isinstance(item, ImportDrawer) for _, item in batch)
+            summary.would_import_triples += sum(isinstance(item, ImportTriple) for _, item in batch)
         return True
     if not batch:
         return True
-    drawers = [item for _, item in batch if isinstance(item, p.ImportDrawer)]
-    triples = [item for _, item in batch if isinstance(item, p.ImportTriple)]
+    drawers = [item for _, item in batch if isinstance(item, ImportDrawer)]
+    triples = [item for _, item in batch if isinstance(item, ImportTriple)]
     embeds = sum(1 for d in drawers if d.vector is None)
     timeout = (
         IMPORT_BASE_TIMEOUT_S + IMPORT_PER_VECTOR_S * len(drawers) + IMPORT_PER_EMBED_S * embeds
     )
     try:
         data = client.call(
-            "palace_import",
+            Method.PALACE_IMPORT,
             {"drawers": drawers, "triples": triples},
             palace=palace,
             timeout=timeout,
@@ -650,7 +656,7 @@ def _flush(
         summary.held_back += len(batch)
         summary.error = f"lines {first}-{last}: [{int(exc.code)}] {exc.message}"
         return False
-    result = p.convert(data, p.ImportResult)
+    result = p.convert(data, ImportResult)
     try:
         clashes = _clashes(client, palace, batch) if result.skipped else []
     except p.TrustyError as exc:
@@ -670,7 +676,7 @@ def _flush(
 
 
 def _clashes(
-    client: Client, palace: str, batch: list[tuple[int, p.ImportDrawer | p.ImportTriple]]
+    client: Client, palace: str, batch: list[tuple[int, ImportDrawer | ImportTriple]]
 ) -> list[tuple[int, str]]:
     """``(line, drawer id)`` of each drawer of a stored batch that the palace holds with
     other content. The worker skips an id it already has and says only how many: a drawer
@@ -679,7 +685,7 @@ def _clashes(
     skipped some: a first import pays nothing."""
     found = []
     for lineno, item in batch:
-        if not isinstance(item, p.ImportDrawer):
+        if not isinstance(item, ImportDrawer):
             continue
         drawer_id = _id_of(item)
         try:
@@ -732,7 +738,7 @@ class ExportOptions(TypedDict, total=False):
     progress: Progress | None
 
 
-def _drawer_line(d: p.ExportDrawer) -> bytes:
+def _drawer_line(d: ExportDrawer) -> bytes:
     """A drawer's line; ``own_vector`` only where there is one (``context`` always: null
     says "none", which a missing key would not)."""
     line = msgspec.to_builtins(DrawerLine(**msgspec.structs.asdict(d)))
@@ -758,7 +764,7 @@ def export_jsonl(
         after = 0
         while True:
             params = {"kind": kind, "after": after, "limit": page_size, "vectors": vectors}
-            page = p.convert(client.call("palace_export", params, palace=palace), p.ExportResult)
+            page = p.convert(client.call(Method.PALACE_EXPORT, params, palace=palace), ExportResult)
             lines = [_drawer_line(d) for d in page.drawers]
             lines += [
                 _encoder.encode(TripleLine(**msgspec.structs.asdict(t))) for t in page.triples

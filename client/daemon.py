@@ -25,6 +25,7 @@ from trusty_memory.client.spawn import spawn_daemon
 from trusty_memory.common import home, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
+from trusty_memory.common.methods import Method
 
 
 class DaemonUnavailable(p.TrustyError):
@@ -71,7 +72,7 @@ def reach(config: Config, timeout_s: float = 1.0) -> str | None:
         # Watch before connecting: the first handshake's refusal is the one to catch.
         link = transport.LinkWatch(sock, endpoint) if transport.is_tcp(endpoint) else None
         sock.connect(endpoint)
-        rid, frame = p.encode_request("ping")
+        rid, frame = p.encode_request(Method.PING)
         sock.send(frame)
         deadline = time.monotonic() + timeout_s
         while (remaining := deadline - time.monotonic()) > 0:

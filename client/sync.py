@@ -27,6 +27,20 @@ from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_
 from trusty_memory.common import protocol as p
 from trusty_memory.common import transport
 from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.messages import (
+    DrawerDetail,
+    ForgetResult,
+    KgInvalidateResult,
+    KgQueryResult,
+    ListResult,
+    PalaceInfo,
+    PalaceStats,
+    RecallResult,
+    SearchResult,
+    StoredResult,
+    UpdateResult,
+)
+from trusty_memory.common.methods import PALACE_READ_METHODS, Method
 
 POLL_SLICE_S = 0.25
 
@@ -35,7 +49,11 @@ def prepare_params(method: str, params: Any) -> Any:
     """Give a remember its drawer id here, so resending it is idempotent."""
     if isinstance(params, msgspec.Struct):
         params = msgspec.to_builtins(params)
-    if method == "memory_remember" and isinstance(params, dict) and not params.get("drawer_id"):
+    if (
+        method == Method.MEMORY_REMEMBER
+        and isinstance(params, dict)
+        and not params.get("drawer_id")
+    ):
         params = {**params, "drawer_id": str(uuid.uuid4())}
     return params if params is not None else {}
 
@@ -48,7 +66,7 @@ class SeqTracker:
 
     def min_seq(self, method: str, palace: str | None) -> int:
         """What a read must have applied; 0 for anything else."""
-        if palace is None or method not in p.PALACE_READ_METHODS:
+        if palace is None or method not in PALACE_READ_METHODS:
             return 0
         return self.seen.get(palace, 0)
 
@@ -168,26 +186,26 @@ class Client:
     # -- typed helpers -------------------------------------------------------------
 
     def ping(self) -> dict:
-        return self.call("ping")
+        return self.call(Method.PING)
 
     def status(self) -> dict:
-        return self.call("status")
+        return self.call(Method.STATUS)
 
     def palace_list(self) -> list[str]:
-        return self.call("palace_list")["palaces"]
+        return self.call(Method.PALACE_LIST)["palaces"]
 
     def palace_create(self, name: str, description: str | None = None) -> dict:
-        return self.call("palace_create", {"name": name, "description": description})
+        return self.call(Method.PALACE_CREATE, {"name": name, "description": description})
 
     def palace_delete(self, name: str, *, discard_empty: bool = False) -> dict:
         """Stop the palace's workers and move it to the archive (``palace_restore`` brings it
         back); with ``discard_empty`` a palace that holds nothing is removed instead."""
         params = {"name": name, "discard_empty": discard_empty}
-        return self.call("palace_delete", params, timeout=self._move_timeout())
+        return self.call(Method.PALACE_DELETE, params, timeout=self._move_timeout())
 
     def palace_rename(self, name: str, new_name: str) -> dict:
         params = {"name": name, "new_name": new_name}
-        return self.call("palace_rename", params, timeout=self._move_timeout())
+        return self.call(Method.PALACE_RENAME, params, timeout=self._move_timeout())
 
     def _move_timeout(self) -> float:
         """A delete or rename waits for the palace's workers, killed after the grace."""
@@ -198,84 +216,82 @@ class Client:
         self, name: str, *, entry: str | None = None, new_name: str | None = None
     ) -> dict:
         params = {"name": name, "entry": entry, "new_name": new_name}
-        return self.call("palace_restore", params)
+        return self.call(Method.PALACE_RESTORE, params)
 
     def palace_forget_remote(self, name: str) -> dict:
         """Let local workers serve ``name`` again, a palace a remote writer served (refused
         while one does): ``{"palace", "host", "local_copy"}``."""
-        return self.call("palace_forget_remote", {"name": name})
+        return self.call(Method.PALACE_FORGET_REMOTE, {"name": name})
 
     def palace_archived(self) -> list[dict]:
-        return self.call("palace_archived")["palaces"]
+        return self.call(Method.PALACE_ARCHIVED)["palaces"]
 
     def scale(self, palace: str, readers: int) -> dict:
-        return self.call("palace_scale", {"name": palace, "readers": readers})
+        return self.call(Method.PALACE_SCALE, {"name": palace, "readers": readers})
 
-    def palace_info(self, palace: str) -> p.PalaceInfo:
-        return p.convert(self.call("palace_info", palace=palace), p.PalaceInfo)
+    def palace_info(self, palace: str) -> PalaceInfo:
+        return p.convert(self.call(Method.PALACE_INFO, palace=palace), PalaceInfo)
 
-    def remember(self, palace: str, text: str, **fields: Any) -> p.StoredResult:
+    def remember(self, palace: str, text: str, **fields: Any) -> StoredResult:
         params = {"text": text, **fields}
-        return p.convert(self.call("memory_remember", params, palace=palace), p.StoredResult)
+        return p.convert(self.call(Method.MEMORY_REMEMBER, params, palace=palace), StoredResult)
 
     def recall(self, palace: str, query: str, top_k: int = 10, deep: bool = False, **filters):
-        method = "memory_recall_deep" if deep else "memory_recall"
+        method = Method.MEMORY_RECALL_DEEP if deep else Method.MEMORY_RECALL
         params = {"query": query, "top_k": top_k, **filters}
-        return p.convert(self.call(method, params, palace=palace), p.RecallResult)
+        return p.convert(self.call(method, params, palace=palace), RecallResult)
 
-    def list(self, palace: str, **params: Any) -> p.ListResult:
-        return p.convert(self.call("memory_list", params, palace=palace), p.ListResult)
+    def list(self, palace: str, **params: Any) -> ListResult:
+        return p.convert(self.call(Method.MEMORY_LIST, params, palace=palace), ListResult)
 
-    def forget(self, palace: str, drawer_id: str) -> p.ForgetResult:
-        data = self.call("memory_forget", {"drawer_id": drawer_id}, palace=palace)
-        return p.convert(data, p.ForgetResult)
+    def forget(self, palace: str, drawer_id: str) -> ForgetResult:
+        data = self.call(Method.MEMORY_FORGET, {"drawer_id": drawer_id}, palace=palace)
+        return p.convert(data, ForgetResult)
 
     def kg_assert(self, palace: str, subject: str, predicate: str, object: str, **kw) -> dict:
         params = {"subject": subject, "predicate": predicate, "object": object, **kw}
-        return self.call("kg_assert", params, palace=palace)
+        return self.call(Method.KG_ASSERT, params, palace=palace)
 
-    def kg_query(self, palace: str, subject: str, as_of: str | None = None) -> p.KgQueryResult:
+    def kg_query(self, palace: str, subject: str, as_of: str | None = None) -> KgQueryResult:
         """The subject's active triples; with ``as_of`` (RFC 3339), those active then."""
         params = {"subject": subject} if as_of is None else {"subject": subject, "as_of": as_of}
-        data = self.call("kg_query", params, palace=palace)
-        return p.convert(data, p.KgQueryResult)
+        data = self.call(Method.KG_QUERY, params, palace=palace)
+        return p.convert(data, KgQueryResult)
 
     # -- what ``serve --tools extended`` offers, for any client ---------------------------
 
-    def get(self, palace: str, drawer_id: str) -> p.DrawerDetail:
+    def get(self, palace: str, drawer_id: str) -> DrawerDetail:
         """One whole drawer by id (``drawer_get``); ``DRAWER_NOT_FOUND`` names the archive
         when the drawer is there."""
-        data = self.call("drawer_get", {"drawer_id": drawer_id}, palace=palace)
-        return p.convert(data, p.DrawerDetail)
+        data = self.call(Method.DRAWER_GET, {"drawer_id": drawer_id}, palace=palace)
+        return p.convert(data, DrawerDetail)
 
-    def update(self, palace: str, drawer_id: str, **fields: Any) -> p.UpdateResult:
+    def update(self, palace: str, drawer_id: str, **fields: Any) -> UpdateResult:
         """Change a drawer in place: ``text``, ``room``, ``tags``, ``importance`` (see
-        ``protocol.UpdateParams``); the previous version goes to the archive."""
-        data = self.call("memory_update", {"drawer_id": drawer_id, **fields}, palace=palace)
-        return p.convert(data, p.UpdateResult)
+        ``messages.UpdateParams``); the previous version goes to the archive."""
+        data = self.call(Method.MEMORY_UPDATE, {"drawer_id": drawer_id, **fields}, palace=palace)
+        return p.convert(data, UpdateResult)
 
-    def search(self, palace: str, query: str | None = None, **params: Any) -> p.SearchResult:
+    def search(self, palace: str, query: str | None = None, **params: Any) -> SearchResult:
         """A page of keyword-search hits, or of all drawers last written first without a query;
         ``room``, ``tag``, ``since``, ``until``, ``limit`` and ``cursor`` (the previous
-        page's ``next_cursor``) as ``protocol.SearchParams`` describes them."""
-        data = self.call("memory_search", {"query": query, **params}, palace=palace)
-        return p.convert(data, p.SearchResult)
+        page's ``next_cursor``) as ``messages.SearchParams`` describes them."""
+        data = self.call(Method.MEMORY_SEARCH, {"query": query, **params}, palace=palace)
+        return p.convert(data, SearchResult)
 
-    def kg_history(
-        self, palace: str, subject: str, predicate: str | None = None
-    ) -> p.KgQueryResult:
+    def kg_history(self, palace: str, subject: str, predicate: str | None = None) -> KgQueryResult:
         """Every triple of ``subject`` (one predicate's, if given), closed ones too."""
         params = {"subject": subject, "predicate": predicate}
-        return p.convert(self.call("kg_history", params, palace=palace), p.KgQueryResult)
+        return p.convert(self.call(Method.KG_HISTORY, params, palace=palace), KgQueryResult)
 
     def kg_invalidate(
         self, palace: str, subject: str, predicate: str, object: str | None = None
-    ) -> p.KgInvalidateResult:
+    ) -> KgInvalidateResult:
         """Close the active (subject, predicate) fact without a replacement."""
         params = {"subject": subject, "predicate": predicate, "object": object}
-        data = self.call("kg_invalidate", params, palace=palace)
-        return p.convert(data, p.KgInvalidateResult)
+        data = self.call(Method.KG_INVALIDATE, params, palace=palace)
+        return p.convert(data, KgInvalidateResult)
 
-    def palace_stats(self, palace: str) -> p.PalaceStats:
+    def palace_stats(self, palace: str) -> PalaceStats:
         """Counts, index lag, last dream pass and sizes, from whichever worker answers."""
-        return p.convert(self.call("palace_stats", palace=palace), p.PalaceStats)
+        return p.convert(self.call(Method.PALACE_STATS, palace=palace), PalaceStats)

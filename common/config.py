@@ -271,7 +271,7 @@ class LimitsSettings:
     and megabyte knowledge-graph fields were all stored (ten such drawers made a 30 MB
     palace file, and every recall that returned them carried them). Every string and list
     in a method's params is now bounded, when its params are decoded
-    (``protocol.decode_params``: every worker and the broker run it, so the MCP tools, the
+    (``methods.decode_params``: every worker and the broker run it, so the MCP tools, the
     Python client, the command line and import all meet the same bounds), and a refusal
     names the field, the size, the limit and the setting, e.g.
     ``tags: 10000 tags, at most 64 ([limits] max_tags)``.

@@ -21,6 +21,7 @@ import numpy as np
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
 from trusty_memory.common import values as v
+from trusty_memory.common.messages import ImportTriple
 
 # A vector this close to unit length is stored byte for byte as given (so an export
 # round-trips exactly); anything further off is normalised.
@@ -176,7 +177,7 @@ def _own_vector(d: DrawerInput, dim: int) -> bytes | None:
         raise v.invalid(f"own_{exc.message}") from None
 
 
-def check_triple(t: p.ImportTriple) -> CheckedTriple:
+def check_triple(t: ImportTriple) -> CheckedTriple:
     """Every check ``palace_import`` makes on a triple; raises ``TrustyError``."""
     valid_to = None if t.valid_to is None else v.check_timestamp(t.valid_to, "valid_to")
     return CheckedTriple(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
+from trusty_memory.common.methods import Method
 from trusty_memory.common.names import validate_palace_name
 
 if TYPE_CHECKING:
@@ -106,8 +107,8 @@ def check_new_name(config: Config, method: str, name: str) -> str:
 def create(config: Config, name: str, description: str | None) -> dict:
     """Make palace ``name``'s directory and ``palace.json``; PALACE_EXISTS if it is there.
     A description that holds a credential is kept redacted (or refused) by the mode."""
-    check_new_name(config, "palace_create", name)
-    description = fields_guard(config, "palace_create").maybe("description", description)
+    check_new_name(config, Method.PALACE_CREATE, name)
+    description = fields_guard(config, Method.PALACE_CREATE).maybe("description", description)
     if exists(config, name):
         raise p.TrustyError(p.ErrorCode.PALACE_EXISTS, f"palace already exists: {name}")
     directory = config.palace_dir(name)

@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from trusty_memory.common.protocol import ErrorCode, Triple, TrustyError, in_utc
+from trusty_memory.common.bounds import in_utc
+from trusty_memory.common.messages import Triple
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 # FTS5 terms: runs of letters/digits. Each is quoted, so no user text can be FTS syntax.
 _FTS_TOKEN = re.compile(r"\w+", re.UNICODE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from trusty_memory.common.protocol import DuplicatePair
+from trusty_memory.common.messages import DuplicatePair
 
 
 def group_pairs(pairs: Iterable[DuplicatePair]) -> list[list[str]]:

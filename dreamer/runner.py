@@ -26,6 +26,15 @@ from typing import Any
 
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import DreamerSettings
+from trusty_memory.common.messages import (
+    DistinctPair,
+    DreamDecayResult,
+    DreamKgDecayResult,
+    DreamMergeResult,
+    DreamScanResult,
+    DuplicatePair,
+)
+from trusty_memory.common.methods import Method
 from trusty_memory.dreamer import planner
 from trusty_memory.dreamer import progress as ev
 
@@ -88,7 +97,7 @@ class DreamPass:
         self.should_stop = should_stop
         self.now = now
         self.report = PassReport(palace, dry_run)
-        self.distinct: dict[tuple[str, str], p.DistinctPair] = {}
+        self.distinct: dict[tuple[str, str], DistinctPair] = {}
         self.merged_ids: set[str] = set()
         self.deadline = 0.0
 
@@ -114,14 +123,14 @@ class DreamPass:
 
     # -- stages ----------------------------------------------------------------------
 
-    def scan(self) -> list[p.DuplicatePair]:
-        pairs: dict[tuple[str, str], p.DuplicatePair] = {}
+    def scan(self) -> list[DuplicatePair]:
+        pairs: dict[tuple[str, str], DuplicatePair] = {}
         after: int | None = 0
         scanned = 0
         while after is not None:
             self.yield_turn()
             data = self.call(
-                "dream_scan",
+                Method.DREAM_SCAN,
                 {
                     "after": after,
                     "limit": self.s.scan_batch,
@@ -129,7 +138,7 @@ class DreamPass:
                     "neighbours": self.s.neighbours,
                 },
             )
-            page = p.convert(data, p.DreamScanResult)
+            page = p.convert(data, DreamScanResult)
             for pair in page.pairs:
                 pairs[(pair.a, pair.b)] = pair
             for other in page.distinct:
@@ -146,10 +155,10 @@ class DreamPass:
         for done, batch in enumerate(batches, start=1):
             self.yield_turn()
             data = self.call(
-                "dream_merge",
+                Method.DREAM_MERGE,
                 {"groups": batch, "threshold": self.s.duplicate_threshold, "dry_run": self.dry_run},
             )
-            result = p.convert(data, p.DreamMergeResult)
+            result = p.convert(data, DreamMergeResult)
             self.report.merged += result.merged
             for action in result.actions:
                 self.merged_ids.update(action.merged)
@@ -197,7 +206,7 @@ class DreamPass:
                 "dry_run": self.dry_run,
                 "now": self.now,
             }
-            page = p.convert(self.call("dream_decay", params), p.DreamDecayResult)
+            page = p.convert(self.call(Method.DREAM_DECAY, params), DreamDecayResult)
             self.report.decayed += page.decayed
             self.report.archived += len(page.archived)
             reason = f"importance decayed below {self.s.prune_below}"
@@ -220,7 +229,7 @@ class DreamPass:
                 "dry_run": self.dry_run,
                 "now": self.now,
             }
-            page = p.convert(self.call("dream_kg_decay", params), p.DreamKgDecayResult)
+            page = p.convert(self.call(Method.DREAM_KG_DECAY, params), DreamKgDecayResult)
             self.report.kg_decayed += page.decayed
             after = page.next_after
         self.emit(ev.progress(self.palace, "kg", 100.0))
@@ -230,7 +239,7 @@ class DreamPass:
         """Record the pass (also refreshes L1)."""
         r = self.report
         self.call(
-            "dream_finish",
+            Method.DREAM_FINISH,
             {
                 "duration_s": r.duration_s,
                 "merged": r.merged,

@@ -29,6 +29,7 @@ from trusty_memory.common import __version__
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
 from trusty_memory.common.credentials import markers
+from trusty_memory.common.methods import Method
 from trusty_memory.common.names import validate_palace_name
 from trusty_memory.ui import views
 from trusty_memory.ui.security import Guard, csrf_for
@@ -210,7 +211,7 @@ class Pages:
             raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"no such dreamer step: {step}")
         form = await request.form()
         palace = validate_palace_name(str(form.get("palace", "")))
-        if palace not in (await self.client.call("palace_list"))["palaces"]:
+        if palace not in (await self.client.call(Method.PALACE_LIST))["palaces"]:
             raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, f"palace not found: {palace}")
         run = await views.dream(self.config, palace, dry_run=step == "plan")
         return self.render(request, "_dream.html", run=run)

@@ -25,6 +25,20 @@ from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
 from trusty_memory.common.home import tree_size
 from trusty_memory.common.human import duration
+from trusty_memory.common.messages import (
+    ArchivedDrawer,
+    ArchiveListResult,
+    DrawerDetail,
+    DreamPassRecord,
+    ExportResult,
+    KgQueryResult,
+    ListResult,
+    PalaceInfo,
+    RecallResult,
+    RestoreResult,
+    Triple,
+)
+from trusty_memory.common.methods import Method
 
 PAGE_SIZE = 10
 LIST_LIMIT = 50
@@ -44,7 +58,7 @@ INFO_CONCURRENCY = 4
 @dataclass
 class PalaceRow:
     name: str
-    info: p.PalaceInfo | None
+    info: PalaceInfo | None
     size_bytes: int | None
     workers: list[dict]
     queued: int
@@ -78,10 +92,10 @@ async def palaces(client: AsyncClient) -> list[PalaceRow]:
     A palace with workers answers ``palace_info``; a sleeping one is shown from what its
     writer last wrote (``palace_summaries``), so that looking does not wake it. Only a
     palace with no summary yet (it has not slept since) is asked, a few at a time."""
-    status = await client.call("status")
+    status = await client.call(Method.STATUS)
     services = {s["name"]: s for s in status["services"]}
-    names = (await client.call("palace_list"))["palaces"]
-    sleeping = (await client.call("palace_summaries"))["palaces"]
+    names = (await client.call(Method.PALACE_LIST))["palaces"]
+    sleeping = (await client.call(Method.PALACE_SUMMARIES))["palaces"]
     gate = asyncio.Semaphore(INFO_CONCURRENCY)
 
     def running(name: str) -> bool:
@@ -91,7 +105,7 @@ async def palaces(client: AsyncClient) -> list[PalaceRow]:
         known = sleeping.get(name) or {}
         return running(name) or known.get("summary") is None
 
-    async def info_of(name: str) -> p.PalaceInfo | None:
+    async def info_of(name: str) -> PalaceInfo | None:
         if not ask(name):
             return None
         async with gate:
@@ -106,7 +120,7 @@ async def palaces(client: AsyncClient) -> list[PalaceRow]:
         known = sleeping.get(name) or {}
         row = PalaceRow(
             name=name,
-            info=info if isinstance(info, p.PalaceInfo) else None,
+            info=info if isinstance(info, PalaceInfo) else None,
             size_bytes=None,
             workers=service.get("workers", []),
             queued=service.get("queued", 0),
@@ -122,11 +136,11 @@ async def palaces(client: AsyncClient) -> list[PalaceRow]:
     return rows
 
 
-async def _info(client: AsyncClient, name: str) -> p.PalaceInfo:
-    return p.convert(await client.call("palace_info", palace=name), p.PalaceInfo)
+async def _info(client: AsyncClient, name: str) -> PalaceInfo:
+    return p.convert(await client.call(Method.PALACE_INFO, palace=name), PalaceInfo)
 
 
-async def palace_info(client: AsyncClient, name: str) -> p.PalaceInfo:
+async def palace_info(client: AsyncClient, name: str) -> PalaceInfo:
     return await _info(client, name)
 
 
@@ -198,8 +212,8 @@ async def _recall(client: AsyncClient, palace: str, query: Query, *, deep: bool)
     # A person looking is no recall: the hits' recall counts (importance) stay as they are.
     params = {"query": query.text, "top_k": PAGE_SIZE * page, "room": query.room, "tag": query.tag,
               "count": False}  # fmt: skip
-    method = "memory_recall_deep" if deep else "memory_recall"
-    result = p.convert(await client.call(method, params, palace=palace), p.RecallResult)
+    method = Method.MEMORY_RECALL_DEEP if deep else Method.MEMORY_RECALL
+    result = p.convert(await client.call(method, params, palace=palace), RecallResult)
     hits = [
         _hit_of(h, score=h.score, layer=h.layer)
         for h in result.results
@@ -292,7 +306,7 @@ async def search(client: AsyncClient, palace: str, query: Query) -> list[Column]
 async def listing(client: AsyncClient, palace: str, query: Query) -> list[Hit]:
     """The palace's drawers by importance (what the page shows before any search)."""
     params = {"room": query.room, "tag": query.tag, "limit": LIST_LIMIT}
-    result = p.convert(await client.call("memory_list", params, palace=palace), p.ListResult)
+    result = p.convert(await client.call(Method.MEMORY_LIST, params, palace=palace), ListResult)
     return [_hit_of(d) for d in result.drawers if query.in_time(d.created_at)]
 
 
@@ -315,11 +329,11 @@ def _hit_of(d: Any, score: float | None = None, layer: int | None = None) -> Hit
 
 @dataclass
 class DrawerPage:
-    drawer: p.DrawerDetail | None
-    archived: p.ArchivedDrawer | None  # the drawer itself, when it is in the archive
+    drawer: DrawerDetail | None
+    archived: ArchivedDrawer | None  # the drawer itself, when it is in the archive
     before: list[Hit]
     after: list[Hit]
-    merged_here: list[p.ArchivedDrawer]  # drawers the dreamer merged into this one
+    merged_here: list[ArchivedDrawer]  # drawers the dreamer merged into this one
     error: str = ""
 
 
@@ -328,23 +342,23 @@ async def drawer_page(client: AsyncClient, palace: str, drawer_id: str) -> Drawe
     mine = next((a for a in archive if a.drawer_id == drawer_id), None)
     merged = [a for a in archive if a.merged_into == drawer_id]
     try:
-        data = await client.call("drawer_get", {"drawer_id": drawer_id}, palace=palace)
+        data = await client.call(Method.DRAWER_GET, {"drawer_id": drawer_id}, palace=palace)
     except p.TrustyError as exc:
         if exc.code != p.ErrorCode.DRAWER_NOT_FOUND:
             raise
         return DrawerPage(None, mine, [], [], merged, error=exc.message)
-    drawer = p.convert(data, p.DrawerDetail)
+    drawer = p.convert(data, DrawerDetail)
     before, after = await episode_neighbours(client, palace, drawer)
     return DrawerPage(drawer, mine, before, after, merged)
 
 
 async def episode_neighbours(
-    client: AsyncClient, palace: str, drawer: p.DrawerDetail, around: int = 3
+    client: AsyncClient, palace: str, drawer: DrawerDetail, around: int = 3
 ) -> tuple[list[Hit], list[Hit]]:
     """The drawers written just before and after this one in its episode: same room,
     within ``EPISODE_WINDOW_S`` (read from the room's listing, as no op returns them)."""
     params = {"room": drawer.room, "limit": EPISODE_SCAN}
-    listed = p.convert(await client.call("memory_list", params, palace=palace), p.ListResult)
+    listed = p.convert(await client.call(Method.MEMORY_LIST, params, palace=palace), ListResult)
     mine = _epoch(drawer.created_at)
     near = [
         d
@@ -373,8 +387,8 @@ def _epoch(stamp: str) -> float | None:
 @dataclass
 class Timeline:
     subject: str
-    current: list[p.Triple]
-    facts: list[p.Triple]  # current and closed, oldest first
+    current: list[Triple]
+    facts: list[Triple]  # current and closed, oldest first
 
 
 async def timeline(client: AsyncClient, palace: str, subject: str) -> Timeline:
@@ -382,7 +396,7 @@ async def timeline(client: AsyncClient, palace: str, subject: str) -> Timeline:
     ``kg_query`` matches it): ``kg_history`` gives every fact, closed ones too, and
     ``kg_query`` which of them hold now."""
     current = p.convert(
-        await client.call("kg_query", {"subject": subject}, palace=palace), p.KgQueryResult
+        await client.call(Method.KG_QUERY, {"subject": subject}, palace=palace), KgQueryResult
     ).triples
     facts = list((await client.kg_history(palace, subject)).triples)
     facts.sort(key=lambda t: t.valid_from)  # stable: assertion order within one second
@@ -392,11 +406,11 @@ async def timeline(client: AsyncClient, palace: str, subject: str) -> Timeline:
 async def subjects(client: AsyncClient, palace: str, limit: int = 60) -> list[str]:
     """Some subjects to pick from: those of the palace's first 500 triples."""
     params = {"kind": "triples", "after": 0, "limit": 500, "vectors": False}
-    page = p.convert(await client.call("palace_export", params, palace=palace), p.ExportResult)
+    page = p.convert(await client.call(Method.PALACE_EXPORT, params, palace=palace), ExportResult)
     return list(dict.fromkeys(t.subject for t in page.triples))[:limit]
 
 
-def _triple_key(t: p.Triple) -> tuple:
+def _triple_key(t: Triple) -> tuple:
     return (t.subject, t.predicate, t.object, t.valid_from)
 
 
@@ -405,20 +419,20 @@ def _triple_key(t: p.Triple) -> tuple:
 
 async def archive_page(
     client: AsyncClient, palace: str, after: int = 0, reason: str | None = None
-) -> p.ArchiveListResult:
+) -> ArchiveListResult:
     params = {"after": after, "limit": ARCHIVE_PAGE, "reason": reason}
-    data = await client.call("archive_list", params, palace=palace)
-    return p.convert(data, p.ArchiveListResult)
+    data = await client.call(Method.ARCHIVE_LIST, params, palace=palace)
+    return p.convert(data, ArchiveListResult)
 
 
-async def archive_all(client: AsyncClient, palace: str, pages: int = 20) -> list[p.ArchivedDrawer]:
+async def archive_all(client: AsyncClient, palace: str, pages: int = 20) -> list[ArchivedDrawer]:
     """The archive's entries, up to ``pages`` pages of 1,000 (for a drawer's history)."""
-    out: list[p.ArchivedDrawer] = []
+    out: list[ArchivedDrawer] = []
     after = 0
     for _ in range(pages):
         params = {"after": after, "limit": 1000}
         page = p.convert(
-            await client.call("archive_list", params, palace=palace), p.ArchiveListResult
+            await client.call(Method.ARCHIVE_LIST, params, palace=palace), ArchiveListResult
         )
         out += page.drawers
         if page.next_after is None:
@@ -427,9 +441,9 @@ async def archive_all(client: AsyncClient, palace: str, pages: int = 20) -> list
     return out
 
 
-async def restore(client: AsyncClient, palace: str, drawer_id: str) -> p.RestoreResult:
-    data = await client.call("archive_restore", {"drawer_id": drawer_id}, palace=palace)
-    return p.convert(data, p.RestoreResult)
+async def restore(client: AsyncClient, palace: str, drawer_id: str) -> RestoreResult:
+    data = await client.call(Method.ARCHIVE_RESTORE, {"drawer_id": drawer_id}, palace=palace)
+    return p.convert(data, RestoreResult)
 
 
 # -- the dreamer ----------------------------------------------------------------------------
@@ -448,7 +462,7 @@ async def redacted_count(client: AsyncClient, palace: str) -> int:
     return (await client.palace_stats(palace)).redacted_count
 
 
-async def recent_passes(client: AsyncClient, palace: str) -> list[p.DreamPassRecord]:
+async def recent_passes(client: AsyncClient, palace: str) -> list[DreamPassRecord]:
     """The dreamer's last passes over ``palace``, newest first (``palace_stats``)."""
     return (await client.palace_stats(palace)).dream_passes
 
@@ -501,7 +515,7 @@ def restarts_in_words(restarts: dict[str, int]) -> str:
 
 
 async def daemon(client: AsyncClient) -> DaemonView:
-    status = await client.call("status")
+    status = await client.call(Method.STATUS)
     workers = [w for s in status["services"] for w in s["workers"]]
     return DaemonView(
         status=status,

@@ -28,10 +28,12 @@ from typing import Any
 import numpy as np
 
 from trusty_memory.client.sync import Client
+from trusty_memory.common import bounds, tracing
 from trusty_memory.common import protocol as p
-from trusty_memory.common import tracing
 from trusty_memory.common.config import Config
 from trusty_memory.common.credentials import detector
+from trusty_memory.common.messages import EmbedResult, ListResult, PalaceStats, RecallResult
+from trusty_memory.common.methods import Method, decode_params
 from trusty_memory.common.names import validate_palace_name
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 from trusty_memory.workers.secrets_guard import SecretGuard
@@ -40,6 +42,9 @@ from trusty_memory.workers.store import search as store_search
 
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
 REOPEN_EVERY_S = 2.0  # a palace that could not be opened is tried again at most this often
+RECALLS = (Method.MEMORY_RECALL, Method.MEMORY_RECALL_DEEP)
+# Calls whose text the batch embeds in one request before any of them runs.
+_EMBEDS_FIRST = (Method.MEMORY_REMEMBER, *RECALLS)
 
 # A batch's vectors by request id: a recall's query vector, or a remember's (its
 # ``context.Mixed`` pair when the writer mixed in its episode predecessor).
@@ -55,8 +60,8 @@ class Embedder:
         self.client = Client(config, autostart=False, endpoint=endpoint)
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        data = self.client.call("embed", {"texts": texts}, timeout=EMBED_TIMEOUT_S)
-        result = p.convert(data, p.EmbedResult)
+        data = self.client.call(Method.EMBED, {"texts": texts}, timeout=EMBED_TIMEOUT_S)
+        result = p.convert(data, EmbedResult)
         return np.frombuffer(result.vectors, dtype=np.float32).reshape(len(texts), result.dim)
 
 
@@ -69,7 +74,7 @@ class PalaceWorker(Worker):
 
     def __init__(self, config: Config, log, palace: str, *, remote: bool = False) -> None:
         super().__init__(config, log, remote=remote)
-        p.use_config(config)  # the bounds its requests' params are held to
+        bounds.use_config(config)  # the bounds its requests' params are held to
         self.palace = validate_palace_name(palace)
         self.service = p.palace_service(palace)
         self.batch_max = config.palace.batch_max
@@ -152,7 +157,7 @@ class PalaceWorker(Worker):
         self.guard.new_batch()
         for job in jobs:
             try:
-                params = p.decode_params(job.request.method, job.request.params)
+                params = decode_params(job.request.method, job.request.params)
                 if job.request.method not in self.methods:
                     raise p.TrustyError(
                         p.ErrorCode.UNKNOWN_METHOD,
@@ -202,13 +207,13 @@ class PalaceWorker(Worker):
 
     def check_text(self, method: str, params: Any) -> None:
         """Refuse oversized text before it costs an embedding."""
-        if method == "memory_remember":
+        if method == Method.MEMORY_REMEMBER:
             fields = [("text", params.text)]
             if params.embed_text is not None:
                 fields.append(("embed_text", params.embed_text))
-        elif method in ("memory_recall", "memory_recall_deep"):
+        elif method in RECALLS:
             fields = [("query", params.query)]
-        elif method == "memory_update" and params.text is not None:
+        elif method == Method.MEMORY_UPDATE and params.text is not None:
             fields = [("text", params.text)]
         else:
             return
@@ -229,13 +234,13 @@ class PalaceWorker(Worker):
         return [(params.embed_text or params.text, None) for params in remembers]
 
     def embed_all(self, work) -> tuple[Vectors, dict[str, p.TrustyError]]:
-        remembers = [params for job, params in work if job.request.method == "memory_remember"]
+        remembers = [params for job, params in work if job.request.method == Method.MEMORY_REMEMBER]
         inputs = iter(self.remember_inputs(remembers) if remembers else [])
         needs = [
-            (job.request.id, next(inputs) if job.request.method == "memory_remember"
+            (job.request.id, next(inputs) if job.request.method == Method.MEMORY_REMEMBER
              else (params.query, None))
             for job, params in work
-            if job.request.method in ("memory_remember", "memory_recall", "memory_recall_deep")
+            if job.request.method in _EMBEDS_FIRST
         ]  # fmt: skip
         if not needs:
             return {}, {}
@@ -257,17 +262,17 @@ class PalaceWorker(Worker):
 
     def execute(self, job: Job, params, vectors: Vectors):
         method = job.request.method
-        if method in ("memory_recall", "memory_recall_deep"):
+        if method in RECALLS:
             hits = self.store.recall(
                 params.query,
                 vectors[job.request.id],
                 params.top_k,
                 room=params.room,
                 tag=params.tag,
-                deep=method == "memory_recall_deep",
+                deep=method == Method.MEMORY_RECALL_DEEP,
                 count=params.count,
             )
-            return p.RecallResult(palace=self.palace, query=params.query, results=hits)
+            return RecallResult(palace=self.palace, query=params.query, results=hits)
         handler = self.handlers.get(method)
         if handler is None:
             raise p.TrustyError(p.ErrorCode.UNKNOWN_METHOD, f"unknown method: {method}")
@@ -284,20 +289,22 @@ class PalaceWorker(Worker):
 
 # Reads that need no vector: one line each, ``(worker, params) -> result``.
 READ_HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
-    "memory_list": lambda w, params: p.ListResult(palace=w.palace, drawers=w.store.list(params)),
-    "kg_query": lambda w, params: w.store.kg_query(params.subject, params.as_of),
-    "kg_history": lambda w, params: store_search.kg_history(w.store, params),
-    "memory_search": lambda w, params: store_search.search(w.store, params),
-    "palace_stats": lambda w, params: _stats(w),
-    "drawer_get": lambda w, params: w.store.get(params.drawer_id),
-    "palace_info": lambda w, params: w.store.info(),
-    "noop": lambda w, params: {},
-    "palace_export": lambda w, params: w.guard.export(w.store, bulk.export_page(w.store, params)),
-    "archive_list": lambda w, params: archive.archive_list(w.store, params),
+    Method.MEMORY_LIST: lambda w, params: ListResult(palace=w.palace, drawers=w.store.list(params)),
+    Method.KG_QUERY: lambda w, params: w.store.kg_query(params.subject, params.as_of),
+    Method.KG_HISTORY: lambda w, params: store_search.kg_history(w.store, params),
+    Method.MEMORY_SEARCH: lambda w, params: store_search.search(w.store, params),
+    Method.PALACE_STATS: lambda w, params: _stats(w),
+    Method.DRAWER_GET: lambda w, params: w.store.get(params.drawer_id),
+    Method.PALACE_INFO: lambda w, params: w.store.info(),
+    Method.NOOP: lambda w, params: {},
+    Method.PALACE_EXPORT: lambda w, params: w.guard.export(
+        w.store, bulk.export_page(w.store, params)
+    ),
+    Method.ARCHIVE_LIST: lambda w, params: archive.archive_list(w.store, params),
 }
 
 
-def _stats(w: PalaceWorker) -> p.PalaceStats:
+def _stats(w: PalaceWorker) -> PalaceStats:
     """``palace_stats``, with the drawers whose text had credentials redacted."""
     stats = store_search.stats(w.store, w.role)
     stats.redacted_count = w.store.db.conn.execute(

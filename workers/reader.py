@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from trusty_memory.common import protocol as p
+from trusty_memory.common.methods import PALACE_READ_METHODS, Method
 from trusty_memory.workers.base import Job
 from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker
@@ -35,7 +36,7 @@ HITS_TIMEOUT_S = 5.0
 
 class PalaceReader(PalaceWorker):
     role = "reader"
-    methods = p.PALACE_READ_METHODS
+    methods = PALACE_READ_METHODS
     handlers = READ_HANDLERS
 
     def __init__(self, config, log, palace: str, *, remote: bool = False) -> None:
@@ -79,7 +80,7 @@ class PalaceReader(PalaceWorker):
             return
         try:
             self.embedder.client.call(
-                "palace_hits",
+                Method.PALACE_HITS,
                 {"hits": sorted(hits.items())},
                 palace=self.palace,
                 timeout=HITS_TIMEOUT_S,

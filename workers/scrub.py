@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from trusty_memory.common import protocol as p
 from trusty_memory.common.credentials.fields import map_tree
 from trusty_memory.common.credentials.redactor import Redactor
 from trusty_memory.common.logs import get_logger
+from trusty_memory.common.messages import ScrubParams, ScrubResult
 from trusty_memory.common.palace_dir import (
     IDENTITY_FILE,
     META_FILE,
@@ -92,8 +92,8 @@ class _Scan:
 
 
 def run(
-    store: Any, redactor: Redactor, params: p.ScrubParams, embed: Embed
-) -> tuple[p.ScrubResult, bool]:
+    store: Any, redactor: Redactor, params: ScrubParams, embed: Embed
+) -> tuple[ScrubResult, bool]:
     """Count (and with ``params.apply``, redact) what ``store`` holds; see the module doc.
     Returns the result and whether any row changed (the writer then reopens the palace)."""
     conn = store.db.conn
@@ -103,7 +103,7 @@ def run(
     _scan_triples(conn, redactor, scan)
     _scan_contexts(conn, redactor, scan, predecessor_words)
     _scan_palace_files(store.palace_dir, redactor, scan)
-    result = p.ScrubResult(
+    result = ScrubResult(
         palace=store.name,
         applied=bool(params.apply),
         found=dict(sorted(scan.found.items())),
@@ -372,10 +372,10 @@ def _rewrite_archived(conn, change: _Change, vector: bytes | None) -> None:
 def scrub(
     store: Any,
     redactor: Redactor,
-    params: p.ScrubParams,
+    params: ScrubParams,
     embed: Embed,
     reopen: Callable[[], Any],
-) -> tuple[p.ScrubResult, Any]:
+) -> tuple[ScrubResult, Any]:
     """``palace_scrub`` as the writer runs it: ``run``, then (with ``apply``) the palace
     closed and opened again (``reopen``) so that no state of this process holds what was
     there, its index rebuilt from SQLite (the new snapshot replaces the one that held the

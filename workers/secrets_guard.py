@@ -35,6 +35,15 @@ from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
 from trusty_memory.common.credentials import redactor as r
 from trusty_memory.common.credentials.fields import FieldGuard, map_tree
+from trusty_memory.common.messages import (
+    ExportDrawer,
+    ExportResult,
+    ImportParams,
+    KgAssertParams,
+    RememberParams,
+    UpdateParams,
+)
+from trusty_memory.common.methods import LOOKUP_FIELDS, Method
 
 
 class SecretGuard:
@@ -78,7 +87,7 @@ class SecretGuard:
             write(fields, params)
             if fields.count:
                 self._counts[id(params)] = fields.count
-        lookup = _LOOKUPS.get(method)
+        lookup = LOOKUP_FIELDS.get(method)  # redacted as the stored text was
         if lookup is not None:
             for name in lookup:
                 value = getattr(params, name, None)
@@ -88,7 +97,7 @@ class SecretGuard:
 
     # -- export --------------------------------------------------------------------------
 
-    def export(self, store: Any, page: p.ExportResult) -> p.ExportResult:
+    def export(self, store: Any, page: ExportResult) -> ExportResult:
         """An export page with no credential left in it (see the module doc)."""
         if self.mode == r.KEEP:
             return page
@@ -119,7 +128,7 @@ class SecretGuard:
         return page
 
 
-def _remember(f: FieldGuard, params: p.RememberParams) -> None:
+def _remember(f: FieldGuard, params: RememberParams) -> None:
     f.identifier("drawer_id", params.drawer_id)
     params.text = f.text("text", params.text)
     params.embed_text = f.maybe("embed_text", params.embed_text)
@@ -128,7 +137,7 @@ def _remember(f: FieldGuard, params: p.RememberParams) -> None:
     params.metadata = f.tree("metadata", params.metadata)
 
 
-def _update(f: FieldGuard, params: p.UpdateParams) -> None:
+def _update(f: FieldGuard, params: UpdateParams) -> None:
     params.text = f.maybe("text", params.text)
     params.room = f.maybe("room", params.room)
     params.tags = f.tags("tags", params.tags)
@@ -143,11 +152,11 @@ def _triple(f: FieldGuard, where: str, triple: Any) -> None:
     triple.provenance = f.maybe(f"{where}provenance", triple.provenance)
 
 
-def _kg_assert(f: FieldGuard, params: p.KgAssertParams) -> None:
+def _kg_assert(f: FieldGuard, params: KgAssertParams) -> None:
     _triple(f, "", params)
 
 
-def _import(f: FieldGuard, params: p.ImportParams) -> None:
+def _import(f: FieldGuard, params: ImportParams) -> None:
     """Drawers and triples of one batch. A drawer whose text changed is embedded again;
     so is one that follows it in the batch with the context words an export gave it (its
     mix, and its words, came from the clear text): it gets both by the palace's own rule."""
@@ -177,20 +186,10 @@ def _import(f: FieldGuard, params: p.ImportParams) -> None:
 
 
 _WRITES: dict[str, Callable[[FieldGuard, Any], None]] = {
-    "memory_remember": _remember,
-    "memory_update": _update,
-    "kg_assert": _kg_assert,
-    "palace_import": _import,
-}
-# Params that find stored things by their text: redacted as the stored text was.
-_LOOKUPS: dict[str, tuple[str, ...]] = {
-    "memory_recall": ("query", "room", "tag"),
-    "memory_recall_deep": ("query", "room", "tag"),
-    "memory_search": ("query", "room", "tag"),
-    "memory_list": ("room", "tag"),
-    "kg_query": ("subject",),
-    "kg_history": ("subject", "predicate"),
-    "kg_invalidate": ("subject", "predicate", "object"),
+    Method.MEMORY_REMEMBER: _remember,
+    Method.MEMORY_UPDATE: _update,
+    Method.KG_ASSERT: _kg_assert,
+    Method.PALACE_IMPORT: _import,
 }
 
 
@@ -215,7 +214,7 @@ def _clean_context(red: r.Redactor, context: str | None, words: set[str]) -> str
     return text.strip() or None
 
 
-def _predecessor_content(store: Any, first: p.ExportDrawer) -> str | None:
+def _predecessor_content(store: Any, first: ExportDrawer) -> str | None:
     """The text of the drawer before the page's first (whose words its context may hold)."""
     if not first.context:
         return None

@@ -31,6 +31,14 @@ from trusty_memory.common import protocol as p
 from trusty_memory.common.config import PalaceSettings, load_config
 from trusty_memory.common.credentials import detector
 from trusty_memory.common.logs import setup_logging
+from trusty_memory.common.messages import (
+    KgAssertParams,
+    ListParams,
+    ListResult,
+    RecallResult,
+    RememberParams,
+)
+from trusty_memory.common.methods import PARAMS_FOR_METHOD, Method, decode_params
 from trusty_memory.workers import palace_process
 from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.store.read import ReadStore
@@ -89,12 +97,12 @@ def _log_lines() -> None:
 def _codecs() -> None:
     """msgspec builds each Struct's codec on first use: the params of every method, the
     envelope, and the replies a palace sends most."""
-    for method in p.PARAMS_FOR_METHOD:
+    for method in PARAMS_FOR_METHOD:
         try:
-            p.decode_params(method, p.encode({}))
+            decode_params(method, p.encode({}))
         except p.TrustyError:
             pass  # most need fields; the codec is built before the check
-    _, frame = p.encode_request("memory_recall", {"query": "q"}, palace="warm-up", min_seq=1)
+    _, frame = p.encode_request(Method.MEMORY_RECALL, {"query": "q"}, palace="warm-up", min_seq=1)
     p.decode_request(frame)
     p.error_response("id", p.ErrorCode.INVALID_PARAMS, "warm-up")
     msgspec.msgpack.decode(p.ok_response("id", {"status": "stored"}, 1))
@@ -114,7 +122,7 @@ def _writer_and_reader(palace_dir: Path) -> None:
         ids = _write(store, 0)
         _read(store)
         store.forget(ids[0])
-        store.kg_assert(p.KgAssertParams(subject="template", predicate="is", object="warm"))
+        store.kg_assert(KgAssertParams(subject="template", predicate="is", object="warm"))
         store.release_index()
         reader = ReadStore.open_reader(palace_dir, "warm-up", settings)
         try:
@@ -134,7 +142,7 @@ def _write(store: PalaceStore, first: int) -> list[str]:
         vectors = _unit_vectors(first + batch * DRAWERS_PER_BATCH, DRAWERS_PER_BATCH)
         items = [
             (
-                p.RememberParams(
+                RememberParams(
                     text=f"warm-up note {batch}.{i} about topic {i % 5}",
                     room=f"Room {i % 2}",
                     tags=[f"tag{i % 3}"],
@@ -149,8 +157,8 @@ def _write(store: PalaceStore, first: int) -> list[str]:
 
 def _read(store: ReadStore) -> None:
     for query in _unit_vectors(10_000, QUERIES):
-        p.encode(p.RecallResult(palace="warm-up", query="q", results=store.recall("q", query)))
+        p.encode(RecallResult(palace="warm-up", query="q", results=store.recall("q", query)))
         store.recall("warm-up topic", query, 5, room="Room 1", tag="tag2", deep=True)
-        p.encode(p.ListResult(palace="warm-up", drawers=store.list(p.ListParams(limit=5))))
+        p.encode(ListResult(palace="warm-up", drawers=store.list(ListParams(limit=5))))
         p.encode(store.info())
         store.kg_query("template")

@@ -19,6 +19,8 @@ import numpy as np
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
 from trusty_memory.common import values as v
+from trusty_memory.common.messages import PalaceHitsParams, RememberParams, ScrubParams, ScrubResult
+from trusty_memory.common.methods import BULK_METHODS, PALACE_METHODS, Method
 from trusty_memory.workers import scrub
 from trusty_memory.workers.base import Job, Reply
 from trusty_memory.workers.embedder.embedding import DIM
@@ -27,15 +29,10 @@ from trusty_memory.workers.store import bulk, context, decay, dedup, ranking
 from trusty_memory.workers.store import edit as store_edit
 from trusty_memory.workers.store.write import PalaceStore
 
-# Writes that hold the writer for a while and come from bulk clients (``mine`` and
-# ``import`` send ``palace_import``; the dreamer its steps), not from a session waiting
-# on its answer.
-BULK_METHODS = frozenset({"palace_import", *p.DREAM_METHODS})
-
 
 class PalaceWriter(PalaceWorker):
     role = "writer"
-    methods = p.PALACE_METHODS
+    methods = PALACE_METHODS
 
     def parts(self, jobs: list[Job]) -> list[list[Job]]:
         """The batch's session calls first, then each bulk write alone, so a recall that
@@ -58,7 +55,7 @@ class PalaceWriter(PalaceWorker):
             self.config.palace_dir(self.palace), self.palace, self.config.palace, dim=DIM
         )
 
-    def remember_inputs(self, remembers: list[p.RememberParams]) -> list[tuple[str, str | None]]:
+    def remember_inputs(self, remembers: list[RememberParams]) -> list[tuple[str, str | None]]:
         """Each remember embedded with its episode predecessor (``workers/store/context.py``),
         unless ``[palace] context_vectors`` is off or the caller sent ``embed_text``."""
         if not self.config.palace.context_vectors:
@@ -81,9 +78,9 @@ class PalaceWriter(PalaceWorker):
 
     def run_batch(self, work: list[tuple[Job, Any]], vectors: Vectors):
         replies: list[Reply] = []
-        remembers: list[tuple[Job, p.RememberParams, np.ndarray | context.Mixed]] = []
+        remembers: list[tuple[Job, RememberParams, np.ndarray | context.Mixed]] = []
         for job, params in work:
-            if job.request.method == "memory_remember":
+            if job.request.method == Method.MEMORY_REMEMBER:
                 remembers.append((job, params, vectors[job.request.id]))
             else:
                 replies.extend(self.commit_remembers(remembers))
@@ -127,7 +124,7 @@ class PalaceWriter(PalaceWorker):
         super().on_idle()
 
 
-def _scrub(w: PalaceWriter, params: p.ScrubParams) -> p.ScrubResult:
+def _scrub(w: PalaceWriter, params: ScrubParams) -> ScrubResult:
     """Find (and with ``apply``, redact) the credentials the palace holds; after changes,
     open the palace again and rebuild its index from SQLite, so neither the writer's state
     nor the index snapshot keeps what was there, then leave no copy in the file."""
@@ -142,30 +139,32 @@ def _scrub(w: PalaceWriter, params: p.ScrubParams) -> p.ScrubResult:
     return result
 
 
-def _take_hits(w: PalaceWriter, params: p.PalaceHitsParams) -> dict:
+def _take_hits(w: PalaceWriter, params: PalaceHitsParams) -> dict:
     w.store.add_hits(params.hits)
     return {}
 
 
 PalaceWriter.handlers = {
     **READ_HANDLERS,
-    "memory_forget": lambda w, params: w.store.forget(params.drawer_id),
-    "kg_assert": lambda w, params: w.store.kg_assert(params),
-    "palace_hits": _take_hits,
-    "palace_import": lambda w, params: w._counted(
+    Method.MEMORY_FORGET: lambda w, params: w.store.forget(params.drawer_id),
+    Method.KG_ASSERT: lambda w, params: w.store.kg_assert(params),
+    Method.PALACE_HITS: _take_hits,
+    Method.PALACE_IMPORT: lambda w, params: w._counted(
         bulk.import_batch(w.store, params, w.embedder.encode), params
     ),
     # Credentials older writes left in the palace (``workers/scrub.py``).
-    "palace_scrub": lambda w, params: _scrub(w, params),
+    Method.PALACE_SCRUB: lambda w, params: _scrub(w, params),
     # The dreamer's steps (``workers/store/dedup.py``, ``decay.py``) and the archive.
-    "dream_status": lambda w, params: w.store.info(),
-    "dream_scan": lambda w, params: dedup.scan_duplicates(w.store, params),
-    "dream_merge": lambda w, params: dedup.merge_groups(w.store, params, w.embedder.encode),
-    "dream_decay": lambda w, params: decay.decay_page(w.store, params),
-    "dream_kg_decay": lambda w, params: decay.kg_decay_page(w.store, params),
-    "dream_finish": lambda w, params: decay.finish(w.store, params),
-    "archive_restore": lambda w, params: store_edit.restore(w.store, params.drawer_id),
+    Method.DREAM_STATUS: lambda w, params: w.store.info(),
+    Method.DREAM_SCAN: lambda w, params: dedup.scan_duplicates(w.store, params),
+    Method.DREAM_MERGE: lambda w, params: dedup.merge_groups(w.store, params, w.embedder.encode),
+    Method.DREAM_DECAY: lambda w, params: decay.decay_page(w.store, params),
+    Method.DREAM_KG_DECAY: lambda w, params: decay.kg_decay_page(w.store, params),
+    Method.DREAM_FINISH: lambda w, params: decay.finish(w.store, params),
+    Method.ARCHIVE_RESTORE: lambda w, params: store_edit.restore(w.store, params.drawer_id),
     # Changes in place (``workers/store/edit.py``).
-    "memory_update": lambda w, params: store_edit.update_drawer(w.store, params, w.embedder.encode),
-    "kg_invalidate": lambda w, params: store_edit.invalidate_fact(w.store, params),
+    Method.MEMORY_UPDATE: lambda w, params: store_edit.update_drawer(
+        w.store, params, w.embedder.encode
+    ),
+    Method.KG_INVALIDATE: lambda w, params: store_edit.invalidate_fact(w.store, params),
 }

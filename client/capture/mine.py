@@ -47,6 +47,8 @@ from typing import Any, BinaryIO
 from trusty_memory.client.capture import chatgpt, claude_ai, claude_code, codex, markdown
 from trusty_memory.client.capture.exchanges import Exchange, bounded
 from trusty_memory.common import protocol as p
+from trusty_memory.common.messages import EmbedResult, ImportDrawer, ImportResult
+from trusty_memory.common.methods import Method
 from trusty_memory.common.palace_dir import write_json_atomic
 
 FORMATS = ("claude-code", "codex", "chatgpt", "claude-ai", "markdown")
@@ -128,7 +130,7 @@ class ProgressStore:
 class _Item:
     """A drawer to send, and/or the progress its file reaches once it is acknowledged."""
 
-    drawer: p.ImportDrawer | None
+    drawer: ImportDrawer | None
     key: str
     progress: dict[str, Any] | None
 
@@ -158,12 +160,12 @@ def _open_state(ex: Exchange, limit: int) -> dict[str, Any]:
     return {"key": ex.key, "sha": _sha(content), "start": ex.start, "start_digest": ex.start_digest}
 
 
-def _drawer(ex: Exchange, limit: int) -> p.ImportDrawer:
+def _drawer(ex: Exchange, limit: int) -> ImportDrawer:
     content, cut = bounded(ex.content, limit)
     metadata = dict(ex.metadata)
     if cut:
         metadata["truncated"] = True
-    return p.ImportDrawer(
+    return ImportDrawer(
         drawer_id=ex.key,
         content=content,
         room=ex.room,
@@ -351,11 +353,11 @@ class _EmbedThread:
 
             self.client = Client(self.config, autostart=False, endpoint=self.endpoint)
         data = self.client.call(
-            "embed_bulk",
+            Method.EMBED_BULK,
             {"texts": texts},
             timeout=IMPORT_TIMEOUT_S + IMPORT_PER_DRAWER_S * len(texts),
         )
-        return p.convert(data, p.EmbedResult).vectors
+        return p.convert(data, EmbedResult).vectors
 
     def close(self) -> None:
         """Close the thread's connection on its thread, then end the thread (a ``mine``
@@ -425,12 +427,12 @@ class _Miner:
         for start in range(0, len(drawers), IMPORT_SLICE):
             chunk = drawers[start : start + IMPORT_SLICE]
             data = self.client.call(
-                "palace_import",
+                Method.PALACE_IMPORT,
                 {"drawers": chunk, "triples": [], "mix_context": True},
                 palace=self.palace,
                 timeout=IMPORT_TIMEOUT_S + IMPORT_PER_DRAWER_S * len(chunk),
             )
-            result = p.convert(data, p.ImportResult)
+            result = p.convert(data, ImportResult)
             self.report.stored += result.imported
             self.report.skipped += result.skipped
             self.report.redacted += result.redacted
@@ -445,7 +447,7 @@ class _Miner:
         if self.on_progress is not None:
             self.on_progress(self.report)
 
-    def _give_vectors(self, drawers: list[p.ImportDrawer], future: Future[bytes | None]) -> None:
+    def _give_vectors(self, drawers: list[ImportDrawer], future: Future[bytes | None]) -> None:
         """Each drawer's vector from the bulk lane (see the module doc). A daemon older
         than the lane answers UNKNOWN_METHOD: its writer embeds them, as before."""
         try:
@@ -515,13 +517,13 @@ class _Miner:
             return
         self.add(_Item(drawer, key, progress))
 
-    def _grow(self, drawer: p.ImportDrawer) -> bool:
+    def _grow(self, drawer: ImportDrawer) -> bool:
         """Give the stored drawer of an exchange that went on its whole text
         (``memory_update``: the shorter version goes to the archive); False when that
         drawer is gone (deleted since), so it is imported again."""
         try:
             self.client.call(
-                "memory_update",
+                Method.MEMORY_UPDATE,
                 {"drawer_id": drawer.drawer_id, "text": drawer.content},
                 palace=self.palace,
                 timeout=IMPORT_TIMEOUT_S,

@@ -24,6 +24,8 @@ import math
 import unicodedata
 from typing import Any
 
+from trusty_memory.common.methods import Method
+
 DEFAULT_BUDGET = 800  # tokens
 CHARS_PER_TOKEN = 4
 MIN_BUDGET = 50
@@ -113,15 +115,15 @@ def wake_up(client: Any, palace: str, budget: int = DEFAULT_BUDGET, quiet_if_emp
     """The wake-up text of ``palace`` through a blocking ``Client`` (``client/sync.py``);
     with ``quiet_if_empty``, None for a palace with neither a description nor drawers
     (a hook then says nothing rather than an empty header)."""
-    info = client.call("palace_info", {}, palace=palace)
-    listed = client.call("memory_list", {"limit": list_limit(budget)}, palace=palace)
+    info = client.call(Method.PALACE_INFO, {}, palace=palace)
+    listed = client.call(Method.MEMORY_LIST, {"limit": list_limit(budget)}, palace=palace)
     return _finish(palace, info, listed, budget, quiet_if_empty)
 
 
 async def wake_up_async(client: Any, palace: str, budget: int = DEFAULT_BUDGET) -> str:
     """The same through an ``AsyncClient`` (``client/aio.py``), for the MCP resource."""
-    info = await client.call("palace_info", {}, palace=palace)
-    listed = await client.call("memory_list", {"limit": list_limit(budget)}, palace=palace)
+    info = await client.call(Method.PALACE_INFO, {}, palace=palace)
+    listed = await client.call(Method.MEMORY_LIST, {"limit": list_limit(budget)}, palace=palace)
     return _finish(palace, info, listed, budget, False) or ""
 
 

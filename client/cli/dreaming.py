@@ -10,6 +10,7 @@ from typing import TextIO, cast
 from trusty_memory.client.cli.output import Shown, daemon_client, output
 from trusty_memory.client.cli.parser import actions, command, old_palace_option, palace_of
 from trusty_memory.common.human import clip
+from trusty_memory.common.methods import Method
 
 
 def cmd_dream(args) -> int:
@@ -48,7 +49,7 @@ def cmd_dreamer(args) -> int:
 
 def cmd_archive_list(args) -> int:
     params = {"limit": args.limit, "reason": args.reason}
-    data = daemon_client().call("archive_list", params, palace=args.palace)
+    data = daemon_client().call(Method.ARCHIVE_LIST, params, palace=args.palace)
     lines = []
     for d in data["drawers"]:
         why = d["reason"]
@@ -63,7 +64,7 @@ def cmd_archive_list(args) -> int:
 
 def cmd_archive_restore(args) -> int:
     data = daemon_client().call(
-        "archive_restore", {"drawer_id": args.drawer_id}, palace=args.palace
+        Method.ARCHIVE_RESTORE, {"drawer_id": args.drawer_id}, palace=args.palace
     )
     output(args, data, f"restored {data['drawer_id']}")
     return 0

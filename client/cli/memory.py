@@ -8,6 +8,7 @@ import sys
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command, old_palace_option, palace_of
 from trusty_memory.common.human import clip, describe, score
+from trusty_memory.common.methods import Method
 
 TEXT_WIDTH = 100  # characters of a drawer's text on a one-line listing
 
@@ -60,7 +61,7 @@ def cmd_show(args) -> int:
     client = daemon_client()
     for palace in [named] if named else client.palace_list():
         try:
-            data = client.call("drawer_get", {"drawer_id": args.drawer_id}, palace=palace)
+            data = client.call(Method.DRAWER_GET, {"drawer_id": args.drawer_id}, palace=palace)
         except TrustyError as exc:
             if exc.code == ErrorCode.DRAWER_NOT_FOUND and not named:
                 continue

@@ -8,6 +8,7 @@ import sys
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import actions, command
 from trusty_memory.common.human import describe, visible
+from trusty_memory.common.methods import Method
 
 
 def cmd_palace_list(args) -> int:
@@ -153,7 +154,7 @@ def cmd_stats(args) -> int:
 
 
 def cmd_scale(args) -> int:
-    data = daemon_client().call("palace_scale", {"name": args.palace, "readers": args.readers})
+    data = daemon_client().call(Method.PALACE_SCALE, {"name": args.palace, "readers": args.readers})
     output(args, data, f"{data['palace']}: {data['readers']} readers")
     return 0
 

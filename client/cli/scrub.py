@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command
+from trusty_memory.common.methods import Method
 
 # Re-embedding the drawers that changed and rewriting the palace file take a while on a
 # large palace: longer than the default request deadline.
@@ -37,7 +38,9 @@ def cmd_scrub(args) -> int:
     client = daemon_client()
     names = [args.palace] if args.palace else client.palace_list()
     results = [
-        client.call("palace_scrub", {"apply": args.apply}, palace=name, timeout=SCRUB_TIMEOUT_S)
+        client.call(
+            Method.PALACE_SCRUB, {"apply": args.apply}, palace=name, timeout=SCRUB_TIMEOUT_S
+        )
         for name in names
     ]
     text = "\n".join(_line(r) for r in results) or "(no palaces)"

@@ -27,6 +27,8 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote
 
+from trusty_memory.common.methods import Method
+
 SCHEME = "trusty-memory://"
 PAGE = 100
 RESOURCE_NOT_FOUND = -32002
@@ -127,7 +129,7 @@ def resource_handlers(front: Any) -> dict[str, Any]:
             start = _decode(cursor)[0] if cursor else 0
         except ValueError as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
-        summaries = (await call("palace_summaries", {}, None)).get("palaces") or {}
+        summaries = (await call(Method.PALACE_SUMMARIES, {}, None)).get("palaces") or {}
         names = sorted(summaries)
         found = [
             types.Resource(
@@ -189,9 +191,9 @@ def resource_handlers(front: Any) -> dict[str, Any]:
                 ]
             )
         if drawer_id is None:
-            data = await call("palace_info", {}, palace)
+            data = await call(Method.PALACE_INFO, {}, palace)
         else:
-            data = await call("drawer_get", {"drawer_id": drawer_id}, palace)
+            data = await call(Method.DRAWER_GET, {"drawer_id": drawer_id}, palace)
             data.pop("base_importance", None)
         text = json.dumps(data, ensure_ascii=False)
         return types.ReadResourceResult(

@@ -28,6 +28,7 @@ from trusty_memory.client.mcp.stdio import (
     spec_tool_errors,
 )
 from trusty_memory.common import tracing
+from trusty_memory.common.methods import Method
 
 
 class FrontEnd:
@@ -93,7 +94,7 @@ class FrontEnd:
         from trusty_memory.common.protocol import ErrorCode, TrustyError
 
         try:
-            await self.client().call("palace_create", {"name": self.default_palace})
+            await self.client().call(Method.PALACE_CREATE, {"name": self.default_palace})
             self.log.info("default palace created", palace=self.default_palace)
         except TrustyError as exc:
             if exc.code != ErrorCode.PALACE_EXISTS:

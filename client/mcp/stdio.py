@@ -63,7 +63,7 @@ from trusty_memory.client.mcp.lines import (
 from trusty_memory.common.json_depth import nesting_over
 
 # How deeply a request may nest, arrays and objects: the envelope, params and arguments
-# above a drawer's metadata (common.protocol.MAX_METADATA_DEPTH, 64), with room to spare.
+# above a drawer's metadata (common.bounds.MAX_METADATA_DEPTH, 64), with room to spare.
 MAX_NESTING = 100
 NESTING_TOO_DEEP = f"nested more than {MAX_NESTING} levels deep (arrays and objects)"
 

@@ -25,6 +25,7 @@ from trusty_memory.client.mcp.tool_record import (
     UnknownTool,
     unknown_arguments,
 )
+from trusty_memory.common.methods import Method
 
 CONTRACT = "contract"
 EXTENDED = "extended"
@@ -154,7 +155,7 @@ async def palace_not_found(message: str, backend: Backend, create: bool = True) 
         return message
     name = message[len(NOT_FOUND) :].split(" (", 1)[0]
     try:
-        listed = await backend.call("palace_list", {})
+        listed = await backend.call(Method.PALACE_LIST, {})
     except (TrustyError, OSError):
         listed = None
     names = listed.get("palaces") if isinstance(listed, dict) else None

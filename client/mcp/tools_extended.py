@@ -53,6 +53,7 @@ from trusty_memory.client.mcp.tool_schema import (
 
 # ``health`` stays importable from here: ``trusty-memory health`` runs it.
 from trusty_memory.client.mcp.tools_status import HEALTH, MEMORY_STATS, health  # noqa: F401
+from trusty_memory.common.methods import Method
 
 _DRAWER_ID_IN = {"type": "string", "description": "UUID of the drawer"}
 _TAGS = array({"type": "string"}, "The drawer's tags")
@@ -79,7 +80,7 @@ _GET_OUTPUT = obj(
 def _get(a: Args, default_palace: str | None) -> Plan:
     palace = resolve_palace(a, default_palace)
     params = {"drawer_id": a.string("drawer_id", required=True)}
-    return Plan("drawer_get", params, palace, fields(*_GET_OUTPUT["properties"]))
+    return Plan(Method.DRAWER_GET, params, palace, fields(*_GET_OUTPUT["properties"]))
 
 
 MEMORY_GET = Tool(
@@ -112,7 +113,7 @@ def _update(a: Args, default_palace: str | None) -> Plan:
     if all(params[k] is None for k in ("text", "room", "tags", "importance")):
         raise ToolError("memory_update: nothing to update: give text, room, tags or importance")
     shape = fields("drawer_id", "palace", "status", "changed", "previous_version")
-    return Plan("memory_update", params, palace, shape)
+    return Plan(Method.MEMORY_UPDATE, params, palace, shape)
 
 
 MEMORY_UPDATE = Tool(
@@ -176,7 +177,7 @@ def _search(a: Args, default_palace: str | None) -> Plan:
         "limit": a.integer("limit", 20),
         "cursor": a.string("cursor"),
     }
-    return Plan("memory_search", params, palace, _shape_search)
+    return Plan(Method.MEMORY_SEARCH, params, palace, _shape_search)
 
 
 def _shape_search(data: Any) -> dict[str, Any]:
@@ -257,7 +258,7 @@ MEMORY_SEARCH = Tool(
 def _kg_history(a: Args, default_palace: str | None) -> Plan:
     palace = resolve_palace(a, default_palace)
     params = {"subject": a.string("subject", required=True), "predicate": a.string("predicate")}
-    return Plan("kg_history", params, palace, _shape_history)
+    return Plan(Method.KG_HISTORY, params, palace, _shape_history)
 
 
 def _shape_history(data: Any) -> dict[str, Any]:
@@ -313,7 +314,7 @@ def _kg_invalidate(a: Args, default_palace: str | None) -> Plan:
         "object": a.string("object"),
     }
     shape = fields("status", "subject", "predicate", "object", "valid_to")
-    return Plan("kg_invalidate", params, palace, shape)
+    return Plan(Method.KG_INVALIDATE, params, palace, shape)
 
 
 KG_INVALIDATE = Tool(
@@ -365,10 +366,10 @@ def _palace_delete(a: Args, default_palace: str | None) -> Plan:
         )
 
     async def run(backend: Any) -> dict[str, Any]:
-        data = await backend.call("palace_delete", {"name": name}, palace=None, timeout=60.0)
+        data = await backend.call(Method.PALACE_DELETE, {"name": name}, palace=None, timeout=60.0)
         return pick(data, "palace", "status", "entry")
 
-    return Plan("palace_delete", {}, None, dict, run=run)
+    return Plan(Method.PALACE_DELETE, {}, None, dict, run=run)
 
 
 PALACE_DELETE = Tool(

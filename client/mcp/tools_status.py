@@ -11,6 +11,7 @@ from typing import Any
 
 from trusty_memory.client.mcp.tool_record import READ_ONLY, Args, Plan, Tool, fields, resolve_palace
 from trusty_memory.client.mcp.tool_schema import PALACE, count, inputs, obj, string
+from trusty_memory.common.methods import Method
 
 # --------------------------------------------------------------------------------------
 # A palace: stats.
@@ -65,7 +66,7 @@ _STATS_OUTPUT = obj(
 
 def _stats(a: Args, default_palace: str | None) -> Plan:
     palace = resolve_palace(a, default_palace)
-    return Plan("palace_stats", {}, palace, fields(*_STATS_OUTPUT["properties"]))
+    return Plan(Method.PALACE_STATS, {}, palace, fields(*_STATS_OUTPUT["properties"]))
 
 
 MEMORY_STATS = Tool(
@@ -90,14 +91,14 @@ async def health(backend: Any) -> dict[str, Any]:
     it embeds, not whether its process exists). ``trusty-memory health`` runs it too."""
     from trusty_memory.common.protocol import EMBEDDER_SERVICE, PALACE_SERVICE_PREFIX, TrustyError
 
-    status = await backend.call("status", {}, palace=None)
+    status = await backend.call(Method.STATUS, {}, palace=None)
     services = {s["name"]: s for s in status.get("services") or []}
     started = time.perf_counter()
     embed_ms, error = None, None
     try:
         # A text of its own each time, so that the model runs (not the embedder's cache).
         probe = f"health check {time.time_ns()}"
-        await backend.call("embed", {"texts": [probe]}, palace=None, timeout=30.0)
+        await backend.call(Method.EMBED, {"texts": [probe]}, palace=None, timeout=30.0)
         embed_ms = round((time.perf_counter() - started) * 1e3, 1)
     except TrustyError as exc:
         error = exc.message
@@ -137,7 +138,7 @@ async def health(backend: Any) -> dict[str, Any]:
 
 
 def _health(a: Args, default_palace: str | None) -> Plan:
-    return Plan("status", {}, None, dict, run=health)
+    return Plan(Method.STATUS, {}, None, dict, run=health)
 
 
 HEALTH = Tool(

@@ -12,6 +12,7 @@ from tests.conftest import Daemon, _short_tmp
 from tests.mcp.conftest import RawServe
 from trusty_memory.client.mcp.stdio import MAX_NESTING, NESTING_TOO_DEEP
 from trusty_memory.client.sync import Client
+from trusty_memory.common import bounds
 from trusty_memory.common import protocol as p
 
 
@@ -34,12 +35,12 @@ def client(daemon):
 
 def test_metadata_at_the_bound_is_stored(client):
     client.palace_create("nest-ok")
-    inner = p.MAX_METADATA_DEPTH - 1  # the metadata object is the first level
+    inner = bounds.MAX_METADATA_DEPTH - 1  # the metadata object is the first level
     client.remember("nest-ok", "nested at the bound", metadata={"a": nested(inner)})
     assert client.palace_info("nest-ok").drawer_count == 1
 
 
-@pytest.mark.parametrize("depth", [p.MAX_METADATA_DEPTH, 500])
+@pytest.mark.parametrize("depth", [bounds.MAX_METADATA_DEPTH, 500])
 def test_deeper_metadata_is_invalid_params_naming_the_field(client, depth):
     client.palace_create(f"nest-{depth}")
     with pytest.raises(p.TrustyError) as caught:
@@ -51,7 +52,7 @@ def test_deeper_metadata_is_invalid_params_naming_the_field(client, depth):
 
 def test_a_request_may_nest_as_deep_as_metadata_may():
     # The envelope, params and arguments sit above a drawer's metadata.
-    assert MAX_NESTING >= p.MAX_METADATA_DEPTH + 3
+    assert MAX_NESTING >= bounds.MAX_METADATA_DEPTH + 3
 
 
 @pytest.mark.parametrize("depth", [200, 5_000, 100_000])

@@ -18,6 +18,17 @@ import pytest
 
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import PalaceSettings
+from trusty_memory.common.messages import (
+    ArchiveListParams,
+    DreamDecayParams,
+    DreamKgDecayParams,
+    DreamMergeParams,
+    DreamScanParams,
+    DuplicatePair,
+    KgAssertParams,
+    ListParams,
+    RememberParams,
+)
 from trusty_memory.dreamer.planner import group_pairs
 from trusty_memory.workers.store import archive, context, decay, dedup
 from trusty_memory.workers.store import edit as store_edit
@@ -55,11 +66,11 @@ class Embed:
 
 
 def merge(store: PalaceStore, groups: list[list[str]], embed=None, **params):
-    return dedup.merge_groups(store, p.DreamMergeParams(groups=groups, **params), embed or Embed())
+    return dedup.merge_groups(store, DreamMergeParams(groups=groups, **params), embed or Embed())
 
 
 def put(store: PalaceStore, text: str, vec: np.ndarray, **fields) -> str:
-    [r] = store.remember_batch([(p.RememberParams(text=text, **fields), vec)])
+    [r] = store.remember_batch([(RememberParams(text=text, **fields), vec)])
     return r.drawer_id
 
 
@@ -124,9 +135,9 @@ def test_kg_confidence_decay():
 
 def test_group_pairs_takes_connected_components_biggest_first():
     pairs = [
-        p.DuplicatePair(a="a", b="b", similarity=0.97, exact=False),
-        p.DuplicatePair(a="b", b="c", similarity=0.96, exact=False),
-        p.DuplicatePair(a="x", b="y", similarity=1.0, exact=True),
+        DuplicatePair(a="a", b="b", similarity=0.97, exact=False),
+        DuplicatePair(a="b", b="c", similarity=0.96, exact=False),
+        DuplicatePair(a="x", b="y", similarity=1.0, exact=True),
     ]
     assert group_pairs(pairs) == [["a", "b", "c"], ["x", "y"]]
 
@@ -138,18 +149,18 @@ def test_exact_duplicate_at_write_time_returns_the_existing_drawer(store):
     v = unit("a")
     first = put(store, "the build uses make", v, tags=["build"])
     [again] = store.remember_batch(
-        [(p.RememberParams(text="the build uses make", tags=["ci"], importance=0.9), v)]
+        [(RememberParams(text="the build uses make", tags=["ci"], importance=0.9), v)]
     )
     assert again.drawer_id == first and again.deduplicated and again.status == "stored"
     assert store.info().drawer_count == 1
-    [d] = store.list(p.ListParams())
+    [d] = store.list(ListParams())
     assert d.tags == ["build", "ci"] and d.importance == 0.9
     assert store.recall("x", v, tag="ci")[0].drawer_id == first
     # Another room, other metadata, or an own embedding: distinct drawers.
     assert put(store, "the build uses make", v, room="Ops") != first
     assert put(store, "the build uses make", v, metadata={"turn": 3}) != first
     [own] = store.remember_batch(
-        [(p.RememberParams(text="the build uses make", embed_text="ctx"), unit("ctx"))]
+        [(RememberParams(text="the build uses make", embed_text="ctx"), unit("ctx"))]
     )
     assert own.drawer_id != first and not own.deduplicated
     assert b"deduplicated" not in p.encode(own)  # omitted when False: the contract's shape
@@ -172,7 +183,7 @@ def test_near_duplicates_merge_into_the_most_important(store):
     far = put(store, "unrelated", near(base, 0.90, "c"))
     other_room = put(store, "deploys on tuesday!", near(base, 0.99, "d"), room="Elsewhere")
     store.recall("q", base)  # a pending hit for each, flushed by the merge's transaction
-    scan = dedup.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    scan = dedup.scan_duplicates(store, DreamScanParams(threshold=0.95))
     assert {(x.a, x.b) for x in scan.pairs} == {tuple(sorted((a, b)))}
     groups = [*group_pairs(scan.pairs), [b, far, other_room]]
     preview = merge(store, groups, dry_run=True)
@@ -212,7 +223,7 @@ def test_restatements_with_context_mixed_vectors_are_compared_by_their_own(store
     assert np.allclose(np.frombuffer(vector, "<f4"), mix_b) and np.allclose(
         np.frombuffer(own, "<f4"), own_b
     )
-    scan = dedup.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    scan = dedup.scan_duplicates(store, DreamScanParams(threshold=0.95))
     assert [(x.a, x.b, round(x.similarity, 2)) for x in scan.pairs] == [(*sorted((a, b)), 0.97)]
     assert lone not in {x.a for x in scan.distinct} | {x.b for x in scan.distinct}
     result = merge(store, [[a, b]])
@@ -253,7 +264,7 @@ def test_near_pairs_stating_different_facts_are_not_proposed_nor_merged(store):
     old = put(store, "The API rate limit is 100 requests per minute", base, importance=0.9)
     new = put(store, "The API rate limit is 1000 requests per minute", near(base, 0.97, "n"))
     twin = put(store, "the API rate limit is 100 requests per minute.", near(base, 0.98, "t"))
-    scan = dedup.scan_duplicates(store, p.DreamScanParams(threshold=0.95))
+    scan = dedup.scan_duplicates(store, DreamScanParams(threshold=0.95))
     assert {(x.a, x.b) for x in scan.pairs} == {tuple(sorted((old, twin)))}
     # Reported once, the reason reading a's values vs b's (``twin`` is at cosine ~0.95
     # from ``new``, under the threshold).
@@ -267,7 +278,7 @@ def test_near_pairs_stating_different_facts_are_not_proposed_nor_merged(store):
     assert result.skipped == 1
     [refused] = result.distinct
     assert (refused.a, refused.b, refused.reason) == (old, new, "numbers differ: 100 vs 1000")
-    assert {d.drawer_id for d in store.list(p.ListParams())} == {old, new}
+    assert {d.drawer_id for d in store.list(ListParams())} == {old, new}
 
 
 def test_the_survivor_takes_the_newest_wording_when_texts_differ_only_in_punctuation(store):
@@ -343,7 +354,7 @@ def test_restore_brings_a_merged_drawer_back_after_the_survivor_was_rewritten(st
     [(old_vector,)] = rows(store, "SELECT vector FROM drawers WHERE id = ?", gone)
     result = merge(store, [[keep, gone]])
     assert [(x.keep, x.merged) for x in result.actions] == [(keep, [gone])]
-    [entry] = archive.archive_list(store, p.ArchiveListParams(reason="merged")).drawers
+    [entry] = archive.archive_list(store, ArchiveListParams(reason="merged")).drawers
     assert (entry.drawer_id, entry.merged_into) == (gone, keep)
     store_edit.archive_restore(store, gone)
     [(content, tags, vector)] = rows(
@@ -363,11 +374,11 @@ def test_write_time_dedup_is_exact_text_only(store):
     v = unit("limit")
     first = put(store, "The API rate limit is 100 requests per minute", v)
     [again] = store.remember_batch(
-        [(p.RememberParams(text="The API rate limit is 1000 requests per minute"), v)]
+        [(RememberParams(text="The API rate limit is 1000 requests per minute"), v)]
     )
     assert again.drawer_id != first and not again.deduplicated
     [case] = store.remember_batch(
-        [(p.RememberParams(text="the API rate limit is 100 requests per minute"), v)]
+        [(RememberParams(text="the API rate limit is 100 requests per minute"), v)]
     )
     assert case.drawer_id != first and not case.deduplicated  # not even case is folded
     assert store.info().drawer_count == 3
@@ -388,8 +399,8 @@ def test_decay_prune_and_restore_round_trip(store):
         store, "old and forgotten", unit("g"), importance=0.5, created_at="2020-01-01T00:00:00Z"
     )
     now = "2025-04-01T00:00:00Z"  # 90 days after ``old``: one half-life
-    params = p.DreamDecayParams(now=now, half_life_days=90)
-    preview = decay.decay_page(store, p.DreamDecayParams(now=now, dry_run=True))
+    params = DreamDecayParams(now=now, half_life_days=90)
+    preview = decay.decay_page(store, DreamDecayParams(now=now, dry_run=True))
     result = decay.decay_page(store, params)
     assert preview == result and result.archived == [gone]
     assert dict(rows(store, "SELECT id, importance FROM drawers")) == {
@@ -400,7 +411,7 @@ def test_decay_prune_and_restore_round_trip(store):
     assert again.decayed == 0 and again.archived == []  # recomputed from the base: stable
     info = store.info()
     assert info.drawer_count == info.index_count == 2 and info.archived_count == 1
-    listed = archive.archive_list(store, p.ArchiveListParams())
+    listed = archive.archive_list(store, ArchiveListParams())
     assert [(d.drawer_id, d.reason, d.content) for d in listed.drawers] == [
         (gone, "pruned", "old and forgotten")
     ]
@@ -408,7 +419,7 @@ def test_decay_prune_and_restore_round_trip(store):
     assert store.info().drawer_count == store.info().index_count == 3
     assert store.recall("q", unit("g"), top_k=1)[0].drawer_id == gone
     # Restoring restarted its decay clock: the next pass (by the real clock) keeps it.
-    assert gone not in decay.decay_page(store, p.DreamDecayParams()).archived
+    assert gone not in decay.decay_page(store, DreamDecayParams()).archived
     with pytest.raises(p.TrustyError) as err:
         store_edit.archive_restore(store, gone)
     assert err.value.code == p.ErrorCode.DRAWER_NOT_FOUND
@@ -416,25 +427,25 @@ def test_decay_prune_and_restore_round_trip(store):
 
 def test_forget_of_a_pruned_drawer_deletes_it_from_the_archive(store):
     gone = put(store, "ancient", unit("a"), created_at="2019-01-01T00:00:00Z")
-    assert decay.decay_page(store, p.DreamDecayParams()).archived == [gone]
+    assert decay.decay_page(store, DreamDecayParams()).archived == [gone]
     assert store.forget(gone).status == "deleted"
-    assert archive.archive_list(store, p.ArchiveListParams()).drawers == []
+    assert archive.archive_list(store, ArchiveListParams()).drawers == []
 
 
 def test_hits_keep_an_old_drawer(store):
     kept = put(store, "old but used", unit("u"), created_at="2020-01-01T00:00:00Z")
     for _ in range(2):
         store.recall("q", unit("u"), top_k=1)
-    result = decay.decay_page(store, p.DreamDecayParams())
+    result = decay.decay_page(store, DreamDecayParams())
     assert result.archived == []
     [(importance,)] = rows(store, "SELECT importance FROM drawers WHERE id = ?", kept)
     assert importance == pytest.approx(0.1, abs=1e-6)  # 2 hits: 0.1 over a decayed base
 
 
 def test_kg_decay(store):
-    store.kg_assert(p.KgAssertParams(subject="svc", predicate="uses", object="pg", confidence=0.8))
+    store.kg_assert(KgAssertParams(subject="svc", predicate="uses", object="pg", confidence=0.8))
     far_future = "2030-01-01T00:00:00Z"
-    result = decay.kg_decay_page(store, p.DreamKgDecayParams(now=far_future, half_life_days=180))
+    result = decay.kg_decay_page(store, DreamKgDecayParams(now=far_future, half_life_days=180))
     assert result.decayed == 1
     [triple] = store.kg_query("svc").triples
     assert 0.05 <= triple.confidence < 0.8

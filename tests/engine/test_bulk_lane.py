@@ -15,6 +15,7 @@ from tests.capture.claude_code import transcript, write_transcript
 from tests.conftest import Daemon, _short_tmp, run_cli, wait_until
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
+from trusty_memory.common.messages import EmbedResult
 
 TEXTS = ["the staging database listens on port 5433", "Alice owns the billing service"]
 
@@ -29,7 +30,7 @@ def lane():
 
 
 def _vectors(client: Client, method: str) -> np.ndarray:
-    result = p.convert(client.call(method, {"texts": TEXTS}, timeout=180), p.EmbedResult)
+    result = p.convert(client.call(method, {"texts": TEXTS}, timeout=180), EmbedResult)
     return np.frombuffer(result.vectors, dtype=np.float32).reshape(len(TEXTS), result.dim)
 
 
@@ -79,7 +80,7 @@ def test_mined_vectors_are_found_and_a_redacted_drawer_is_embedded_again(lane):
     (kept,) = [d for d in drawers if "deploy job" in d["content"]]
     assert secret not in kept["content"]
     with Client(lane.config, autostart=False) as c:
-        own = p.convert(c.call("embed", {"texts": [kept["content"]]}), p.EmbedResult)
+        own = p.convert(c.call("embed", {"texts": [kept["content"]]}), EmbedResult)
     # The drawer's own vector (``vector`` is a context mix when it continues the first).
     stored = np.frombuffer(kept["own_vector"] or kept["vector"], dtype=np.float32)
     assert np.allclose(stored, np.frombuffer(own.vectors, dtype=np.float32), atol=1e-5)

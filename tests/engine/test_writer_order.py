@@ -16,8 +16,9 @@ from tests.conftest import Daemon
 from trusty_memory.client.aio import AsyncClient
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
+from trusty_memory.common.methods import BULK_METHODS
 from trusty_memory.workers.base import Job
-from trusty_memory.workers.writer import BULK_METHODS, PalaceWriter
+from trusty_memory.workers.writer import PalaceWriter
 
 DRAWERS = 600  # per import: several hundred ms of index inserts in the writer
 

@@ -33,6 +33,7 @@ from bench.import_under_load import note
 from tests.conftest import Daemon, run_cli, wait_until
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
+from trusty_memory.common.messages import PalaceStats
 
 EXPIRY_S = 3  # [broker] worker_expiry_s in the test home (the default is 60)
 NOTES = 500  # one import batch: two embedder calls of 256 and 244 texts
@@ -86,7 +87,7 @@ def test_import_under_a_cpu_hog_stores_every_note_and_kills_no_worker(fresh_home
             took = time.monotonic() - started
         log = daemon_log(d)
         assert done.returncode == 0, f"{done.stderr[-2000:]}\n{log[-3000:]}"
-        stats = p.convert(client.call("palace_stats", palace="busy"), p.PalaceStats)
+        stats = p.convert(client.call("palace_stats", palace="busy"), PalaceStats)
     assert stats.drawer_count == NOTES, (stats.drawer_count, done.stderr[-2000:])
     assert "presumed dead" not in log, log[-3000:]
     assert "worker crashed" not in done.stderr

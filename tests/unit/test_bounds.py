@@ -16,8 +16,11 @@ import msgspec
 import pytest
 
 from tests.unit.test_store import SETTINGS, remember
+from trusty_memory.common import bounds
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import LimitsSettings, load_config
+from trusty_memory.common.messages import RememberParams
+from trusty_memory.common.methods import PARAMS_FOR_METHOD, decode_params
 from trusty_memory.common.values import check_created_at, check_timestamp
 from trusty_memory.workers.store import dedup
 from trusty_memory.workers.store.write import PalaceStore
@@ -37,7 +40,7 @@ def _kinds(t: msgspec.inspect.Type) -> Iterator[msgspec.inspect.Type]:
 def _params_fields() -> Iterator[tuple[str, str, msgspec.inspect.Type]]:
     """``(struct, field, type)`` for every field of every params Struct, nested ones too."""
     seen: set[type] = set()
-    todo = list(p.PARAMS_FOR_METHOD.values())
+    todo = list(PARAMS_FOR_METHOD.values())
     while todo:
         cls = todo.pop()
         if cls in seen:
@@ -55,7 +58,8 @@ def test_every_string_list_map_and_bytes_field_of_every_method_has_a_bound():
     unbounded = [
         f"{struct}.{name}"
         for struct, name, t in _params_fields()
-        if any(isinstance(k, _UNBOUNDED_KINDS) for k in _kinds(t)) and name not in p.FIELD_BOUNDS
+        if any(isinstance(k, _UNBOUNDED_KINDS) for k in _kinds(t))
+        and name not in bounds.FIELD_BOUNDS
     ]
     assert unbounded == []
 
@@ -71,18 +75,18 @@ def test_every_limit_is_a_setting_named_in_its_refusals():
 @pytest.fixture
 def limits_of():
     """Set this process's limits for one test; the previous ones come back after."""
-    saved = p._config
+    saved = bounds._config
 
     def use(**limits: int) -> None:
         config = load_config()
-        p.use_config(replace(config, limits=replace(LimitsSettings(), **limits)))
+        bounds.use_config(replace(config, limits=replace(LimitsSettings(), **limits)))
 
     yield use
-    p._config = saved
+    bounds._config = saved
 
 
 def decode(method: str, params: dict) -> msgspec.Struct:
-    return p.decode_params(method, p.encode(params))
+    return decode_params(method, p.encode(params))
 
 
 def refusal(method: str, params: dict) -> str:
@@ -145,7 +149,7 @@ def test_a_lone_surrogate_is_named_before_encoding_fails():
          "metadata.a.b: contains a lone surrogate (U+DC80) at character 0"),
         ({"metadata": {"k\ud800": 1}}, None,
          "metadata: a key: contains a lone surrogate (U+D800) at character 1"),
-        (p.RememberParams(text="t", room="\ud800"), None,
+        (RememberParams(text="t", room="\ud800"), None,
          "room: contains a lone surrogate (U+D800) at character 0"),
         ({"text": "fine"}, "pal\udcff",
          "palace: contains a lone surrogate (U+DCFF) at character 3"),
@@ -170,7 +174,7 @@ def test_a_lone_surrogate_is_named_before_encoding_fails():
     ],
 )  # fmt: skip
 def test_what_counts_as_only_invisible(text, invisible):
-    assert p.invisible_only(text) is invisible
+    assert bounds.invisible_only(text) is invisible
 
 
 @pytest.mark.parametrize(

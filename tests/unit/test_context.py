@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trusty_memory.common.config import PalaceSettings, load_config
-from trusty_memory.common.protocol import RememberParams
+from trusty_memory.common.messages import RememberParams
 from trusty_memory.workers.palace import PalaceWorker
 from trusty_memory.workers.store import context
 from trusty_memory.workers.store.ranking import EPISODE_WINDOW_S

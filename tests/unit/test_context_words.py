@@ -19,7 +19,14 @@ import pytest
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.import_checks import check_drawer
-from trusty_memory.common.protocol import RememberParams
+from trusty_memory.common.messages import (
+    ExportParams,
+    ImportDrawer,
+    ImportParams,
+    RememberParams,
+    SearchParams,
+    UpdateParams,
+)
 from trusty_memory.workers.store import archive, bulk, context
 from trusty_memory.workers.store import edit as store_edit
 from trusty_memory.workers.store import rows as store_rows
@@ -126,9 +133,9 @@ def converse(store: PalaceStore) -> tuple[str, str]:
 def test_keyword_search_matches_only_a_drawers_own_words(store, palace_dir):
     _, rid = converse(store)
     assert stored_context(palace_dir, rid) == "Caroline where did you go hiking last weekend"
-    found = store_search.search(store, p.SearchParams(query="hiking"))
+    found = store_search.search(store, SearchParams(query="hiking"))
     assert [h.content for h in found.drawers] == [QUESTION]
-    found = store_search.search(store, p.SearchParams(query="Zugspitze"))
+    found = store_search.search(store, SearchParams(query="Zugspitze"))
     assert [h.content for h in found.drawers] == [REPLY]
 
 
@@ -144,7 +151,7 @@ def test_update_forget_archive_and_restore_keep_full_text_search_whole(store, pa
     assert stored_context(palace_dir, rid) == words
     fts_intact(palace_dir)
     # A new text is its own vector alone, and so carries no predecessor's words.
-    update = p.UpdateParams(drawer_id=rid, text="Up the Watzmann instead.")
+    update = UpdateParams(drawer_id=rid, text="Up the Watzmann instead.")
     result = store_edit.update_drawer(store, update, embed)
     assert stored_context(palace_dir, rid) is None
     fts_intact(palace_dir)
@@ -163,11 +170,11 @@ def embed(texts: list[str]) -> np.ndarray:
 def test_an_import_gives_each_drawer_its_predecessors_words(store, palace_dir):
     a, b, c = (str(uuid.UUID(int=i)) for i in (1, 2, 3))
     drawers = [
-        p.ImportDrawer(drawer_id=a, content=QUESTION, room="chat", created_at=AT),
-        p.ImportDrawer(drawer_id=b, content=REPLY, room="chat", created_at=LATER),
-        p.ImportDrawer(drawer_id=c, content="Elsewhere.", room="other", created_at=LATER),
+        ImportDrawer(drawer_id=a, content=QUESTION, room="chat", created_at=AT),
+        ImportDrawer(drawer_id=b, content=REPLY, room="chat", created_at=LATER),
+        ImportDrawer(drawer_id=c, content="Elsewhere.", room="other", created_at=LATER),
     ]
-    bulk.import_batch(store, p.ImportParams(drawers=drawers), embed)
+    bulk.import_batch(store, ImportParams(drawers=drawers), embed)
     got = dict(sql(palace_dir, "SELECT id, context FROM drawers"))
     assert got == {a: None, b: context.words(QUESTION, REPLY), c: None}
     fts_intact(palace_dir)
@@ -180,14 +187,14 @@ def test_an_export_carries_the_words_and_an_import_keeps_them_exactly(store, pal
     converse(store)
     noted = RememberParams(text="Noted.", room="chat", created_at=LATER)
     store.remember_batch([(noted, fake_embed("Noted."))])  # as with embed_text: no mix
-    page = bulk.export_page(store, p.ExportParams(kind="drawers", after=0, limit=10))
+    page = bulk.export_page(store, ExportParams(kind="drawers", after=0, limit=10))
     assert [d.context for d in page.drawers] == [None, context.words(QUESTION, REPLY), None]
 
     other = open_store(palace_dir.parent / "copy")
     try:
-        given = [p.ImportDrawer(**{f: getattr(d, f) for f in d.__struct_fields__})
+        given = [ImportDrawer(**{f: getattr(d, f) for f in d.__struct_fields__})
                  for d in page.drawers]  # fmt: skip
-        bulk.import_batch(other, p.ImportParams(drawers=given), embed)
+        bulk.import_batch(other, ImportParams(drawers=given), embed)
         got = [c for (c,) in sql(palace_dir.parent / "copy", "SELECT context FROM drawers"
                                  " ORDER BY label")]  # fmt: skip
         assert got == [None, context.words(QUESTION, REPLY), None]
@@ -195,7 +202,7 @@ def test_an_export_carries_the_words_and_an_import_keeps_them_exactly(store, pal
     finally:
         other.close()
     with pytest.raises(p.TrustyError, match="context: must be a string or null"):
-        check_drawer(p.ImportDrawer(drawer_id=str(uuid.UUID(int=9)), content="x",
+        check_drawer(ImportDrawer(drawer_id=str(uuid.UUID(int=9)), content="x",
                                     context=7), DIM, 1000)  # fmt: skip
 
 

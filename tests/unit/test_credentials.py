@@ -26,6 +26,13 @@ from trusty_memory.common import protocol as p
 from trusty_memory.common.config import load_config
 from trusty_memory.common.credentials import detector, markers, rules, shipped
 from trusty_memory.common.credentials import redactor as r
+from trusty_memory.common.messages import (
+    ImportDrawer,
+    ImportParams,
+    ImportTriple,
+    ScrubParams,
+    UpdateParams,
+)
 from trusty_memory.workers import scrub as palace_scrub
 from trusty_memory.workers.store import bulk
 from trusty_memory.workers.store import edit as store_edit
@@ -273,12 +280,12 @@ def test_scrub_leaves_no_copy_in_any_file_of_the_palace(tmp_path):
     store = PalaceStore.open(palace_dir, "proj", SETTINGS)
     url = f"postgresql://app:{PASSWORD}@db.internal:5432/app"
     drawers = [
-        p.ImportDrawer(
+        ImportDrawer(
             drawer_id="11111111-1111-4111-8111-111111111111",
             content=f"staging creds {AWS} and {url}",
             room="Backend",
         ),
-        p.ImportDrawer(
+        ImportDrawer(
             drawer_id="22222222-2222-4222-8222-222222222222",
             content="Follow-up: rotated them after the demo",
             room="Backend",
@@ -286,28 +293,28 @@ def test_scrub_leaves_no_copy_in_any_file_of_the_palace(tmp_path):
         ),
     ]
     triples = [
-        p.ImportTriple(
+        ImportTriple(
             subject="db", predicate="password", object=PASSWORD, valid_from="2026-01-05T09:00:00Z"
         ),
     ]
-    bulk.import_batch(store, p.ImportParams(drawers=drawers, triples=triples), embed)
+    bulk.import_batch(store, ImportParams(drawers=drawers, triples=triples), embed)
     store_edit.update_drawer(
         store,
-        p.UpdateParams(drawer_id=drawers[0].drawer_id, text=f"moved to vault; old key {AWS}"),
+        UpdateParams(drawer_id=drawers[0].drawer_id, text=f"moved to vault; old key {AWS}"),
         embed,
     )
     store.maybe_snapshot(force=True)
     red = r.Redactor(b"k" * 32)
-    dry, store = palace_scrub.scrub(store, red, p.ScrubParams(), embed, reopen=lambda: None)
+    dry, store = palace_scrub.scrub(store, red, ScrubParams(), embed, reopen=lambda: None)
     assert not dry.applied and dry.found == {"aws-access-key": 3, "password": 1, "url-password": 1}
     assert (dry.drawers, dry.archived, dry.triples) == (2, 1, 1)
 
     def reopen():
         return PalaceStore.open(palace_dir, "proj", SETTINGS)
 
-    done, store = palace_scrub.scrub(store, red, p.ScrubParams(apply=True), embed, reopen)
+    done, store = palace_scrub.scrub(store, red, ScrubParams(apply=True), embed, reopen)
     assert done.applied and done.reembedded == 2  # the live drawer and the archived version
-    again, store = palace_scrub.scrub(store, red, p.ScrubParams(), embed, reopen)
+    again, store = palace_scrub.scrub(store, red, ScrubParams(), embed, reopen)
     assert again.found == {}
     live = store.get(drawers[0].drawer_id)
     assert live.content.startswith("moved to vault; old key [secret:aws-access-key #")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_store import SETTINGS, fake_embed, fill, no_rebuild, remember, sql
-from trusty_memory.common.protocol import RecallHit
+from trusty_memory.common.messages import RecallHit
 from trusty_memory.workers.store import state as store_state
 from trusty_memory.workers.store.index import VectorIndex
 from trusty_memory.workers.store.read import ReadStore
@@ -207,7 +207,7 @@ def test_a_commit_between_a_refresh_and_its_index_catch_up_reaches_the_filters(w
 
 
 def params_all():
-    from trusty_memory.common.protocol import ListParams
+    from trusty_memory.common.messages import ListParams
 
     return ListParams(limit=1000)
 

@@ -17,7 +17,8 @@ import pytest
 from trusty_memory.broker import palaces as registry_module
 from trusty_memory.broker.palaces import PalaceRegistry, holds_nothing
 from trusty_memory.common.config import Config
-from trusty_memory.common.protocol import ErrorCode, KgAssertParams, ListParams, TrustyError
+from trusty_memory.common.messages import KgAssertParams, ListParams
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 from trusty_memory.workers.store.read import ReadStore
 from trusty_memory.workers.store.write import PalaceStore
 

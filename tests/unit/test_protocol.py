@@ -6,6 +6,13 @@ import msgspec
 import pytest
 
 from trusty_memory.common import protocol as p
+from trusty_memory.common.messages import RememberParams
+from trusty_memory.common.methods import (
+    EMBEDDER_METHODS,
+    PALACE_METHODS,
+    PARAMS_FOR_METHOD,
+    decode_params,
+)
 from trusty_memory.common.names import normalize_room, validate_palace_name
 
 
@@ -13,8 +20,8 @@ def test_request_round_trip_keeps_params_raw_until_asked():
     rid, frame = p.encode_request("memory_remember", {"text": "hi", "tags": ["a"]}, palace="x")
     req = p.decode_request(frame)
     assert (req.id, req.method, req.palace) == (rid, "memory_remember", "x")
-    params = p.decode_params(req.method, req.params)
-    assert isinstance(params, p.RememberParams)
+    params = decode_params(req.method, req.params)
+    assert isinstance(params, RememberParams)
     assert (params.text, params.tags, params.importance) == ("hi", ["a"], 0.5)
 
 
@@ -22,7 +29,7 @@ def test_wrong_types_name_the_field():
     _, frame = p.encode_request("memory_recall", {"query": "q", "top_k": "ten"})
     req = p.decode_request(frame)
     with pytest.raises(p.TrustyError) as err:
-        p.decode_params(req.method, req.params)
+        decode_params(req.method, req.params)
     assert err.value.code == p.ErrorCode.INVALID_PARAMS
     assert "$.top_k" in err.value.message
 
@@ -56,7 +63,7 @@ def test_deeply_nested_frames_are_malformed_not_recursion_errors():
             decode(b"\x91" * 100_000 + b"\xc0")
     params = b"\x81" + msgspec.msgpack.encode("metadata") + b"\x81\xa1a" * 5000 + b"\xc0"
     with pytest.raises(p.TrustyError) as err:
-        p.decode_params("memory_remember", params)
+        decode_params("memory_remember", params)
     assert err.value.message == "memory_remember: undecodable params: nested too deeply"
     assert p.decode_request(_deep_request(50)).id == "r-deep"  # shallow nesting is fine
 
@@ -71,7 +78,7 @@ def test_strings_that_are_not_utf8_are_malformed_not_unicode_errors():
     assert "not valid UTF-8" in err.value.message
     params = b"\x81\xa4text\xa3\xed\xa0\x80"  # an encoded lone surrogate
     with pytest.raises(p.TrustyError) as err:
-        p.decode_params("memory_remember", params)
+        decode_params("memory_remember", params)
     assert err.value.code == p.ErrorCode.MALFORMED_FRAME
     assert err.value.message.startswith("memory_remember: undecodable params: a string is")
 
@@ -98,8 +105,8 @@ def test_error_responses_carry_code_and_message():
 
 
 def test_every_palace_method_has_a_params_struct():
-    for method in p.PALACE_METHODS | p.EMBEDDER_METHODS | {"palace_create"}:
-        assert method in p.PARAMS_FOR_METHOD
+    for method in PALACE_METHODS | EMBEDDER_METHODS | {"palace_create"}:
+        assert method in PARAMS_FOR_METHOD
 
 
 @pytest.mark.parametrize("name", ["my-project", "a", "v1.2_x", "A" * 64])

@@ -14,13 +14,8 @@ import numpy as np
 import pytest
 
 from trusty_memory.common.config import PalaceSettings
-from trusty_memory.common.protocol import (
-    ErrorCode,
-    KgAssertParams,
-    ListParams,
-    RememberParams,
-    TrustyError,
-)
+from trusty_memory.common.messages import KgAssertParams, ListParams, RememberParams
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 from trusty_memory.workers.store.schema import SCHEMA_VERSION
 from trusty_memory.workers.store.write import PalaceStore
 
@@ -781,7 +776,7 @@ _WRITER = """
 import sys, hashlib, numpy as np
 from pathlib import Path
 from trusty_memory.common.config import PalaceSettings
-from trusty_memory.common.protocol import RememberParams
+from trusty_memory.common.messages import RememberParams
 from trusty_memory.workers.store.write import PalaceStore
 
 def vec(text):

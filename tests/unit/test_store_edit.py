@@ -15,17 +15,16 @@ import pytest
 import sqlite_utils
 
 from tests.unit.test_store import SETTINGS, fake_embed, remember, sql
-from trusty_memory.common.protocol import (
+from trusty_memory.common.messages import (
     ArchiveListParams,
     DreamDecayParams,
-    ErrorCode,
     KgAssertParams,
     KgHistoryParams,
     KgInvalidateParams,
     SearchParams,
-    TrustyError,
     UpdateParams,
 )
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 from trusty_memory.common.values import check_timestamp
 from trusty_memory.workers.store import archive, decay
 from trusty_memory.workers.store import edit as store_edit
@@ -97,7 +96,7 @@ def test_restoring_a_version_puts_it_back_and_archives_what_it_replaces(store):
 def test_a_context_mixed_drawer_updated_and_restored_keeps_its_own_vector(store, palace_dir):
     """A drawer the writer mixed with its episode (``context.Mixed``) keeps its own vector
     beside the mix; a new text is its own vector alone; the version restored brings both."""
-    from trusty_memory.common.protocol import RememberParams
+    from trusty_memory.common.messages import RememberParams
     from trusty_memory.workers.store import context
 
     own = fake_embed("The cache TTL is 60 s.")
@@ -301,7 +300,7 @@ def test_a_version_2_palace_keeps_its_archive_through_the_migration(tmp_path):
 
 
 def test_stats_list_the_dreamers_last_passes_newest_first(store):
-    from trusty_memory.common.protocol import DreamFinishParams
+    from trusty_memory.common.messages import DreamFinishParams
 
     assert store_search.stats(store, "writer").dream_passes == []
     for merged in range(12):

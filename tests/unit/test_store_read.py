@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_store import SETTINGS, fake_embed, fill, remember
-from trusty_memory.common.protocol import ListParams, TrustyError
+from trusty_memory.common.messages import ListParams
+from trusty_memory.common.protocol import TrustyError
 from trusty_memory.workers.store.read import ReadStore
 from trusty_memory.workers.store.write import PalaceStore
 

@@ -32,6 +32,8 @@ from trusty_memory.common import protocol as p
 from trusty_memory.common import tracing
 from trusty_memory.common.config import Config, load_config
 from trusty_memory.common.logs import setup_logging
+from trusty_memory.common.messages import EmbedParams, EmbedResult
+from trusty_memory.common.methods import Method, decode_params
 from trusty_memory.workers.base import Job, Reply, Worker
 from trusty_memory.workers.embedder.embedding import make_embedder
 
@@ -64,13 +66,13 @@ class EmbedderWorker(Worker):
     service = p.EMBEDDER_SERVICE
     role = "embedder"
 
-    method = "embed"
+    method = Method.EMBED
 
     def __init__(self, config: Config, log, *, bulk: bool = False) -> None:
         super().__init__(config, log)
         settings = config.embedder
         if bulk:
-            self.service, self.method = p.EMBEDDER_BULK_SERVICE, "embed_bulk"
+            self.service, self.method = p.EMBEDDER_BULK_SERVICE, Method.EMBED_BULK
             lower = min(19, settings.bulk_nice) - os.nice(0)  # relative to the daemon's
             if lower > 0:  # never raised: that needs privileges, and bulk never outranks
                 try:
@@ -107,7 +109,7 @@ class EmbedderWorker(Worker):
                         p.ErrorCode.UNKNOWN_METHOD,
                         f"embedder: unknown method: {job.request.method}",
                     )
-                params: p.EmbedParams = p.decode_params(self.method, job.request.params)
+                params: EmbedParams = decode_params(self.method, job.request.params)
             except p.TrustyError as exc:
                 replies.append(Reply(job.client, job.request.id, _error(job, exc)))
                 continue
@@ -138,7 +140,7 @@ class EmbedderWorker(Worker):
                 found[key] = vec
         for job, keys in wanted:
             block = np.stack([found[k] for k in keys]) if keys else np.zeros((0, 0))
-            result = p.EmbedResult(vectors=block.astype(np.float32).tobytes(), dim=self.model.dim)
+            result = EmbedResult(vectors=block.astype(np.float32).tobytes(), dim=self.model.dim)
             replies.append(Reply(job.client, job.request.id, p.ok_response(job.request.id, result)))
         return replies
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from trusty_memory.common import protocol as p
 from trusty_memory.common import values as v
+from trusty_memory.common.messages import ArchivedDrawer, ArchiveListParams, ArchiveListResult
 from trusty_memory.workers.store import rows
 from trusty_memory.workers.store.rows import Row
 
@@ -61,7 +62,7 @@ def archive_row(
         rows.delete_row(conn, row.label, row.id)
 
 
-def archive_list(store: ReadStore, params: p.ArchiveListParams) -> p.ArchiveListResult:
+def archive_list(store: ReadStore, params: ArchiveListParams) -> ArchiveListResult:
     limit = v.check_limit(params.limit, ARCHIVE_LIMIT_MAX)
     where = ["seq > ?"]
     args: list[str | int] = [params.after]  # the placeholders' values, in order
@@ -78,7 +79,7 @@ def archive_list(store: ReadStore, params: p.ArchiveListParams) -> p.ArchiveList
         (*args, limit),
     ).fetchall()
     drawers = [
-        p.ArchivedDrawer(
+        ArchivedDrawer(
             seq=r[0],
             drawer_id=r[1],
             content=r[2],
@@ -93,7 +94,7 @@ def archive_list(store: ReadStore, params: p.ArchiveListParams) -> p.ArchiveList
         for r in found
     ]
     next_after = found[-1][0] if len(found) == limit else None
-    return p.ArchiveListResult(palace=store.name, drawers=drawers, next_after=next_after)
+    return ArchiveListResult(palace=store.name, drawers=drawers, next_after=next_after)
 
 
 def forget_archived(conn: sqlite3.Connection, drawer_id: str) -> bool:

@@ -42,6 +42,13 @@ from trusty_memory.common.import_checks import (
     check_drawer,
     check_triple,
 )
+from trusty_memory.common.messages import (
+    ExportDrawer,
+    ExportParams,
+    ExportResult,
+    ImportParams,
+    ImportResult,
+)
 from trusty_memory.workers.store import context, ranking
 from trusty_memory.workers.store.rows import inserted_label, log_changes
 from trusty_memory.workers.store.state import DrawerPlace
@@ -103,7 +110,7 @@ def _newest_own_vector(store: PalaceStore) -> bytes | None:
     return None if row is None else row[0]
 
 
-def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.ImportResult:
+def import_batch(store: PalaceStore, params: ImportParams, embed: Embed) -> ImportResult:
     """Store one batch in one transaction (all or nothing); see the module doc."""
     max_bytes = store.settings.max_text_bytes
     drawers = _checked_all(
@@ -174,7 +181,7 @@ def import_batch(store: PalaceStore, params: p.ImportParams, embed: Embed) -> p.
             triples_added += 1
     if added:  # no index snapshot: see the module doc
         store.after_write(added=[DrawerPlace(label, d.room, d.tags) for label, d in added])
-    return p.ImportResult(
+    return ImportResult(
         imported=len(added),
         skipped=len(drawers) - len(added),
         triples_imported=triples_added,
@@ -208,7 +215,7 @@ def _triple_exists(conn, t: CheckedTriple) -> bool:
 # -- export --------------------------------------------------------------------------
 
 
-def export_page(store: PalaceStore, params: p.ExportParams) -> p.ExportResult:
+def export_page(store: PalaceStore, params: ExportParams) -> ExportResult:
     """One page of drawers (by label) or triples (by id) after the cursor ``after``."""
     limit = params.limit
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= EXPORT_LIMIT_MAX:
@@ -220,7 +227,7 @@ def export_page(store: PalaceStore, params: p.ExportParams) -> p.ExportResult:
     raise v.invalid(f"kind: must be 'drawers' or 'triples', got {params.kind!r}")
 
 
-def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -> p.ExportResult:
+def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -> ExportResult:
     vector_cols = "vector, own_vector" if vectors else "NULL, NULL"
     rows = store.db.conn.execute(
         "SELECT label, id, content, room, tags, importance, created_at, hits, metadata,"
@@ -229,7 +236,7 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
     ).fetchall()
     pending = store.pending_hits  # recall hits not yet written: part of the truth
     drawers = [
-        p.ExportDrawer(
+        ExportDrawer(
             drawer_id=r[1],
             content=r[2],
             room=r[3],
@@ -245,14 +252,14 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
         for r in rows
     ]
     next_after = rows[-1][0] if len(rows) == limit else None
-    return p.ExportResult(drawers=drawers, next_after=next_after)
+    return ExportResult(drawers=drawers, next_after=next_after)
 
 
-def _export_triples(store: PalaceStore, after: int, limit: int) -> p.ExportResult:
+def _export_triples(store: PalaceStore, after: int, limit: int) -> ExportResult:
     rows = store.db.conn.execute(
         f"SELECT id, {v.TRIPLE_COLUMNS} FROM triples WHERE id > ? ORDER BY id LIMIT ?",
         (after, limit),
     ).fetchall()
     triples = [v.triple_of(r[1:]) for r in rows]
     next_after = rows[-1][0] if len(rows) == limit else None
-    return p.ExportResult(triples=triples, next_after=next_after)
+    return ExportResult(triples=triples, next_after=next_after)

@@ -22,8 +22,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from trusty_memory.common import protocol as p
 from trusty_memory.common import values as v
+from trusty_memory.common.messages import (
+    DreamDecayParams,
+    DreamDecayResult,
+    DreamFinishParams,
+    DreamKgDecayParams,
+    DreamKgDecayResult,
+    PalaceInfo,
+)
 from trusty_memory.workers.store import archive, dream_log, rows
 from trusty_memory.workers.store.rows import Row
 
@@ -78,7 +85,7 @@ def _check_half_life(value: float, field: str) -> float:
 # -- the steps ---------------------------------------------------------------------------
 
 
-def decay_page(store: PalaceStore, params: p.DreamDecayParams) -> p.DreamDecayResult:
+def decay_page(store: PalaceStore, params: DreamDecayParams) -> DreamDecayResult:
     """Decay one page of drawers and archive those that decayed away; ONE transaction.
 
     No index snapshot after it: a snapshot rewrites the whole index file, which would stall
@@ -105,7 +112,7 @@ def decay_page(store: PalaceStore, params: p.DreamDecayParams) -> p.DreamDecayRe
         if abs(effective - row.importance) >= CHANGE_EPSILON:
             updates.append((effective, row.base, row.label))
     total = conn.execute("SELECT count(*) FROM drawers").fetchone()[0]
-    result = p.DreamDecayResult(
+    result = DreamDecayResult(
         scanned=len(page),
         decayed=len(updates),
         archived=[r.id for r in doomed],
@@ -124,7 +131,7 @@ def decay_page(store: PalaceStore, params: p.DreamDecayParams) -> p.DreamDecayRe
     return result
 
 
-def kg_decay_page(store: PalaceStore, params: p.DreamKgDecayParams) -> p.DreamKgDecayResult:
+def kg_decay_page(store: PalaceStore, params: DreamKgDecayParams) -> DreamKgDecayResult:
     """Decay the confidence of one page of active triples; ONE transaction."""
     limit = v.check_limit(params.limit, 10_000)
     half_life = _check_half_life(params.half_life_days, "half_life_days")
@@ -144,14 +151,14 @@ def kg_decay_page(store: PalaceStore, params: p.DreamKgDecayParams) -> p.DreamKg
             conn.executemany(
                 "UPDATE triples SET confidence = ?, base_confidence = ? WHERE id = ?", updates
             )
-    return p.DreamKgDecayResult(
+    return DreamKgDecayResult(
         scanned=len(found),
         decayed=len(updates),
         next_after=found[-1][0] if len(found) == limit else None,
     )
 
 
-def finish(store: PalaceStore, params: p.DreamFinishParams) -> p.PalaceInfo:
+def finish(store: PalaceStore, params: DreamFinishParams) -> PalaceInfo:
     """Record an applied pass (``dream_log``) and refresh L1; answers ``palace_info``."""
     with store.transaction() as conn:
         dream_log.log_pass(conn, params)

@@ -41,8 +41,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trusty_memory.common import protocol as p
+from trusty_memory.common import bounds
 from trusty_memory.common import values as v
+from trusty_memory.common.messages import (
+    DistinctPair,
+    DreamMergeParams,
+    DreamMergeResult,
+    DreamScanParams,
+    DreamScanResult,
+    DuplicatePair,
+    MergeAction,
+)
 from trusty_memory.workers.store import archive, rows
 from trusty_memory.workers.store.rows import Row
 from trusty_memory.workers.store.same_fact import same_fact, wording_key
@@ -64,7 +73,7 @@ Embed = Callable[[list[str]], np.ndarray]
 # -- scan ------------------------------------------------------------------------------------
 
 
-def scan_duplicates(store: PalaceStore, params: p.DreamScanParams) -> p.DreamScanResult:
+def scan_duplicates(store: PalaceStore, params: DreamScanParams) -> DreamScanResult:
     """Duplicate pairs among one page of drawers (by label) and the whole palace.
 
     Near duplicates come from the HNSW index (``neighbours`` nearest, unfiltered), then the
@@ -80,8 +89,8 @@ def scan_duplicates(store: PalaceStore, params: p.DreamScanParams) -> p.DreamSca
     k = max(2, min(int(params.neighbours) + 1, 64))
     conn = store.db.conn
     page = rows.where(conn, "label > ? ORDER BY label LIMIT ?", [params.after, limit])
-    pairs: dict[tuple[str, str], p.DuplicatePair] = {}
-    distinct: dict[tuple[str, str], p.DistinctPair] = {}
+    pairs: dict[tuple[str, str], DuplicatePair] = {}
+    distinct: dict[tuple[str, str], DistinctPair] = {}
     neighbours: dict[int, list[tuple[int, float]]] = {}
     for row in page:
         hits = store.index.search(row.unit(store.dim), k)
@@ -110,7 +119,7 @@ def scan_duplicates(store: PalaceStore, params: p.DreamScanParams) -> p.DreamSca
             if verdict is None or verdict.same:
                 _add_pair(pairs, row, other, similarity, exact)
             else:
-                distinct[(first.id, second.id)] = p.DistinctPair(
+                distinct[(first.id, second.id)] = DistinctPair(
                     a=first.id,
                     b=second.id,
                     similarity=round(float(similarity), 6),
@@ -123,7 +132,7 @@ def scan_duplicates(store: PalaceStore, params: p.DreamScanParams) -> p.DreamSca
         ):
             _add_pair(pairs, row, other, 1.0, True)
     total = conn.execute("SELECT count(*) FROM drawers").fetchone()[0]
-    return p.DreamScanResult(
+    return DreamScanResult(
         pairs=list(pairs.values()),
         distinct=list(distinct.values()),
         scanned=len(page),
@@ -138,7 +147,7 @@ def _mergeable(a: Row, b: Row) -> bool:
 
 def _add_pair(pairs: dict, a: Row, b: Row, similarity: float, exact: bool) -> None:
     first, second = sorted((a.id, b.id))
-    pairs[(first, second)] = p.DuplicatePair(
+    pairs[(first, second)] = DuplicatePair(
         a=first, b=second, similarity=round(float(similarity), 6), exact=exact
     )
 
@@ -146,9 +155,7 @@ def _add_pair(pairs: dict, a: Row, b: Row, similarity: float, exact: bool) -> No
 # -- merge -----------------------------------------------------------------------------------
 
 
-def merge_groups(
-    store: PalaceStore, params: p.DreamMergeParams, embed: Embed
-) -> p.DreamMergeResult:
+def merge_groups(store: PalaceStore, params: DreamMergeParams, embed: Embed) -> DreamMergeResult:
     """Merge each proposed group into its most important drawer, all in ONE transaction.
 
     The proposal is not trusted: members that are gone, in another room, with other
@@ -163,7 +170,7 @@ def merge_groups(
         raise v.invalid(f"groups: at most 1000 per request, got {len(params.groups)}")
     conn = store.db.conn
     plans: list[_Plan] = []
-    distinct: list[p.DistinctPair] = []
+    distinct: list[DistinctPair] = []
     skipped = 0
     seen: set[str] = set()
     for group in params.groups:
@@ -186,9 +193,7 @@ def merge_groups(
             else:
                 skipped += 1
                 distinct.append(
-                    p.DistinctPair(
-                        a=keep.id, b=r.id, similarity=round(similarity, 6), reason=reason
-                    )
+                    DistinctPair(a=keep.id, b=r.id, similarity=round(similarity, 6), reason=reason)
                 )
         if members:
             content = merged_content([keep, *members], store.settings.max_text_bytes)
@@ -197,7 +202,7 @@ def merge_groups(
         else:
             skipped += 1
     actions = [
-        p.MergeAction(
+        MergeAction(
             keep=plan.keep.id,
             merged=[m.id for m in plan.members],
             min_similarity=round(plan.low, 6),
@@ -206,7 +211,7 @@ def merge_groups(
         for plan in plans
     ]
     merged = sum(len(plan.members) for plan in plans)
-    result = p.DreamMergeResult(actions=actions, merged=merged, skipped=skipped, distinct=distinct)
+    result = DreamMergeResult(actions=actions, merged=merged, skipped=skipped, distinct=distinct)
     if params.dry_run or not plans:
         return result
     # A survivor that takes a member's wording takes that member's row, vector included
@@ -307,7 +312,7 @@ def _merge_into(
     everyone = [keep, *members]
     # United up to ``[limits] max_tags`` (the survivor's own always stay): a group of
     # drawers tagged apart must not make one drawer with all their tags.
-    most = max(p.limits().max_tags, len(keep.tags))
+    most = max(bounds.limits().max_tags, len(keep.tags))
     tags = list(dict.fromkeys(t for r in everyone for t in r.tags))[:most]
     fields = (
         json.dumps(tags),

@@ -15,7 +15,7 @@ from trusty_memory.common import values as v
 if TYPE_CHECKING:
     import sqlite3
 
-    from trusty_memory.common.protocol import DreamFinishParams
+    from trusty_memory.common.messages import DreamFinishParams
 
 
 def log_pass(conn: sqlite3.Connection, params: DreamFinishParams) -> None:

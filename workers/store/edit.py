@@ -30,6 +30,13 @@ import numpy as np
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
 from trusty_memory.common import values as v
+from trusty_memory.common.messages import (
+    KgInvalidateParams,
+    KgInvalidateResult,
+    RestoreResult,
+    UpdateParams,
+    UpdateResult,
+)
 from trusty_memory.workers.store import archive, rows
 from trusty_memory.workers.store.rows import Row
 from trusty_memory.workers.store.state import DrawerPlace
@@ -42,7 +49,7 @@ if TYPE_CHECKING:
 Embed = Callable[[list[str]], np.ndarray]
 
 
-def update_drawer(store: PalaceStore, params: p.UpdateParams, embed: Embed) -> p.UpdateResult:
+def update_drawer(store: PalaceStore, params: UpdateParams, embed: Embed) -> UpdateResult:
     """Change a drawer's text, room, tags and/or importance; archive the previous version."""
     drawer_id = v.canonical_id(params.drawer_id)
     given = (params.text, params.room, params.tags, params.importance)
@@ -85,13 +92,13 @@ def update_drawer(store: PalaceStore, params: p.UpdateParams, embed: Embed) -> p
             new.decay_from = v.now_rfc3339()
             changed.append("importance")
         if not changed:
-            return p.UpdateResult(
+            return UpdateResult(
                 drawer_id=drawer_id, palace=store.name, status="unchanged", changed=[]
             )
         version = _archive_version(conn, row)
         label = _replace(conn, row, new)
     _after_replace(store, row, new, label)
-    return p.UpdateResult(
+    return UpdateResult(
         drawer_id=drawer_id,
         palace=store.name,
         status="updated",
@@ -100,7 +107,7 @@ def update_drawer(store: PalaceStore, params: p.UpdateParams, embed: Embed) -> p
     )
 
 
-def restore_version(store: PalaceStore, version_id: str) -> p.RestoreResult:
+def restore_version(store: PalaceStore, version_id: str) -> RestoreResult:
     """Put an ``updated`` archive entry back as its drawer's content.
 
     If the drawer is live, the version replaces it and the replaced content is archived as a
@@ -146,10 +153,10 @@ def restore_version(store: PalaceStore, version_id: str) -> p.RestoreResult:
         _after_replace(store, live, new, label)
     else:
         store.after_write(added=[DrawerPlace(label, new.room, new.tags)])
-    return p.RestoreResult(drawer_id=drawer_id, palace=store.name, status="restored")
+    return RestoreResult(drawer_id=drawer_id, palace=store.name, status="restored")
 
 
-def invalidate_fact(store: PalaceStore, params: p.KgInvalidateParams) -> p.KgInvalidateResult:
+def invalidate_fact(store: PalaceStore, params: KgInvalidateParams) -> KgInvalidateResult:
     """Close the active (subject, predicate) triple now, asserting nothing in its place."""
     subject = v.check_nonempty(params.subject, "subject")
     predicate = v.check_nonempty(params.predicate, "predicate")
@@ -166,12 +173,12 @@ def invalidate_fact(store: PalaceStore, params: p.KgInvalidateParams) -> p.KgInv
             now_is = f" (it is now {row[1]!r})" if row is not None else ""
             raise p.TrustyError(p.ErrorCode.FACT_NOT_FOUND, f"no active fact: {what}{now_is}")
         conn.execute("UPDATE triples SET valid_to = ? WHERE id = ?", (now, row[0]))
-    return p.KgInvalidateResult(
+    return KgInvalidateResult(
         status="invalidated", subject=subject, predicate=predicate, object=row[1], valid_to=now
     )
 
 
-def restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
+def restore(store: PalaceStore, drawer_id: str) -> RestoreResult:
     """``archive_restore``: a version an update archived goes back into its drawer
     (``restore_version``); anything else the dreamer archived comes back as it was."""
     drawer_id = v.canonical_id(drawer_id)
@@ -183,7 +190,7 @@ def restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
     return archive_restore(store, drawer_id)
 
 
-def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
+def archive_restore(store: PalaceStore, drawer_id: str) -> RestoreResult:
     """Put an archived drawer back (new label, same id and vector); its decay clock restarts.
 
     A merged drawer comes back as its own drawer again; the survivor keeps what it got.
@@ -223,7 +230,7 @@ def archive_restore(store: PalaceStore, drawer_id: str) -> p.RestoreResult:
         label = rows.insert_row(conn, back)
         conn.execute("DELETE FROM archive WHERE id = ?", (drawer_id,))
     store.after_write(added=[DrawerPlace(label, row[2], tags)])
-    return p.RestoreResult(drawer_id=drawer_id, palace=store.name, status="restored")
+    return RestoreResult(drawer_id=drawer_id, palace=store.name, status="restored")
 
 
 # -- rows --------------------------------------------------------------------------------

@@ -37,17 +37,16 @@ import numpy as np
 from trusty_memory.common import names
 from trusty_memory.common import values as v
 from trusty_memory.common.config import PalaceSettings
-from trusty_memory.common.palace_dir import DB_FILE, IDENTITY_FILE, read_meta
-from trusty_memory.common.protocol import (
+from trusty_memory.common.messages import (
     DrawerDetail,
     DrawerSummary,
-    ErrorCode,
     KgQueryResult,
     ListParams,
     PalaceInfo,
     RecallHit,
-    TrustyError,
 )
+from trusty_memory.common.palace_dir import DB_FILE, IDENTITY_FILE, read_meta
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 from trusty_memory.workers.store import context, dream_log, ranking
 from trusty_memory.workers.store.schema import connect_readonly
 from trusty_memory.workers.store.state import PalaceState, storage_errors

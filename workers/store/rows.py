@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from trusty_memory.common import protocol as p
+from trusty_memory.common import bounds
 from trusty_memory.common import values as v
 from trusty_memory.workers.store.state import DrawerPlace
 
@@ -202,7 +202,7 @@ def absorb_duplicate(
     union stops at ``[limits] max_tags``: restating a text with new tags each time must not
     grow one drawer's tags without end (a remember is held to that bound; its sum is not).
     """
-    room = max(0, p.limits().max_tags - len(old_tags))
+    room = max(0, bounds.limits().max_tags - len(old_tags))
     added = [t for t in tags if t not in old_tags][:room]
     conn.execute(
         "UPDATE drawers SET tags = ?, importance = max(importance, ?),"

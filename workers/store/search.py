@@ -41,8 +41,16 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from trusty_memory.common import names
-from trusty_memory.common import protocol as p
 from trusty_memory.common import values as v
+from trusty_memory.common.messages import (
+    DreamPassRecord,
+    KgHistoryParams,
+    KgQueryResult,
+    PalaceStats,
+    SearchHit,
+    SearchParams,
+    SearchResult,
+)
 from trusty_memory.workers.store import dream_log
 
 if TYPE_CHECKING:
@@ -100,7 +108,7 @@ def _term(word: str, star: bool) -> str:
     return f'"{word}"*' if prefix else f'"{word}"'
 
 
-def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:
+def search(store: ReadStore, params: SearchParams) -> SearchResult:
     """One page of drawers matching the query (best first) or, without one, all drawers
     last written first; both under the room, tag and time filters."""
     limit = params.limit
@@ -133,7 +141,7 @@ def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:
         after = rows[limit - 1][0] if len(rows) > limit else 0
     more = len(rows) > limit
     hits = [
-        p.SearchHit(
+        SearchHit(
             drawer_id=r[1],
             content=r[2],
             room=r[3],
@@ -146,10 +154,10 @@ def search(store: ReadStore, params: p.SearchParams) -> p.SearchResult:
         for r in rows[:limit]
     ]
     cursor = _write_cursor(digest, after) if more else None
-    return p.SearchResult(palace=store.name, query=query, drawers=hits, next_cursor=cursor)
+    return SearchResult(palace=store.name, query=query, drawers=hits, next_cursor=cursor)
 
 
-def _filters(params: p.SearchParams) -> tuple[list[str], list[Any]]:
+def _filters(params: SearchParams) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     args: list[Any] = []
     if params.room is not None and params.room.strip():
@@ -197,7 +205,7 @@ def _read_cursor(cursor: str | None, digest: str) -> int:
     return position
 
 
-def kg_history(store: ReadStore, params: p.KgHistoryParams) -> p.KgQueryResult:
+def kg_history(store: ReadStore, params: KgHistoryParams) -> KgQueryResult:
     """Every triple of a subject (optionally one predicate), closed ones too, oldest first."""
     subject = v.check_nonempty(params.subject, "subject")
     sql = f"SELECT {v.TRIPLE_COLUMNS} FROM triples WHERE subject = ?"
@@ -206,13 +214,13 @@ def kg_history(store: ReadStore, params: p.KgHistoryParams) -> p.KgQueryResult:
         sql += " AND predicate = ?"
         args.append(v.check_nonempty(params.predicate, "predicate"))
     rows = store.db.conn.execute(sql + " ORDER BY id", args)
-    return p.KgQueryResult(subject=subject, triples=[v.triple_of(r) for r in rows])
+    return KgQueryResult(subject=subject, triples=[v.triple_of(r) for r in rows])
 
 
 DREAM_PASSES_SHOWN = 10  # recent dream passes ``palace_stats`` lists
 
 
-def stats(store: ReadStore, role: str) -> p.PalaceStats:
+def stats(store: ReadStore, role: str) -> PalaceStats:
     """Counts, how far the index is behind the change log, the last dream pass, sizes."""
     conn = store.db.conn
     active, total = conn.execute(
@@ -224,7 +232,7 @@ def stats(store: ReadStore, role: str) -> p.PalaceStats:
         for f in store.palace_dir.glob("palace.sqlite3*")
         if not f.name.endswith("-shm")
     )
-    return p.PalaceStats(
+    return PalaceStats(
         palace=store.name,
         role=role,
         drawer_count=store.drawer_count,
@@ -241,7 +249,7 @@ def stats(store: ReadStore, role: str) -> p.PalaceStats:
         db_bytes=db_bytes,
         index_bytes=_snapshot_bytes(store),
         dream_passes=[
-            p.DreamPassRecord(
+            DreamPassRecord(
                 finished_at=r[0],
                 duration_s=r[1],
                 merged=r[2],

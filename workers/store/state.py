@@ -41,10 +41,10 @@ import numpy as np
 import sqlite_utils
 
 from trusty_memory.common import names
+from trusty_memory.common.bounds import limits
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.logs import get_logger
 from trusty_memory.common.palace_dir import DB_FILE
-from trusty_memory.common.protocol import limits
 from trusty_memory.workers.store import ranking
 from trusty_memory.workers.store.index import VectorIndex
 from trusty_memory.workers.store.schema import storage_error

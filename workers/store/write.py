@@ -52,6 +52,7 @@ from trusty_memory.common import values as v
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.home import flock_within
 from trusty_memory.common.logs import get_logger
+from trusty_memory.common.messages import ForgetResult, KgAssertParams, RememberParams, StoredResult
 from trusty_memory.common.palace_dir import (
     DB_FILE,
     IDENTITY_FILE,
@@ -60,14 +61,7 @@ from trusty_memory.common.palace_dir import (
     read_meta,
     write_atomic,
 )
-from trusty_memory.common.protocol import (
-    ErrorCode,
-    ForgetResult,
-    KgAssertParams,
-    RememberParams,
-    StoredResult,
-    TrustyError,
-)
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 from trusty_memory.workers.store import archive, context, dream_log, rows
 from trusty_memory.workers.store.index import VectorIndex
 from trusty_memory.workers.store.read import ReadStore
