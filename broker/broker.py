@@ -18,9 +18,12 @@ when its worker crashes twice in a row while holding it. A request whose id its 
 already has in flight is refused at once: its answer could not be told from the first's.
 
 Deleting or renaming a palace moves its directory, which its workers hold open, so the
-broker does it: ``palace_moves.py``. The other modules beside this one: ``records.py`` (what
-is kept per request, worker, service), ``reader_scaling.py`` (readers per palace, autoscale
-applied), ``status_report.py`` (``status``), ``supervisor.py`` (the processes themselves).
+broker does it, through ``PalaceMoves`` (``palace_moves.py``), which owns the palaces
+being moved; ``ReaderScaling`` (``reader_scaling.py``) owns each palace's readers and the
+autoscaler. Each sees the broker through a small ``Protocol`` of what it uses, and none
+imports this module. The other modules beside this one: ``records.py`` (what is kept per
+request, worker, service), ``status_report.py`` (``status``), ``supervisor.py`` (the
+processes themselves).
 
 Remote workers (``trusty-memory worker --broker tcp://...``) register on the backend like
 local ones, marked ``remote``: the broker routes to them the same way but never starts,
@@ -43,10 +46,11 @@ from collections import deque
 
 import zmq
 
-from trusty_memory.broker import palace_moves, reader_scaling, status_report
-from trusty_memory.broker.autoscale import Autoscaler
+from trusty_memory.broker import status_report
+from trusty_memory.broker.palace_moves import PalaceMoves
 from trusty_memory.broker.palaces import PalaceRegistry
-from trusty_memory.broker.records import Closing, Pending, Service, WorkerRec
+from trusty_memory.broker.reader_scaling import ReaderScaling
+from trusty_memory.broker.records import Pending, Service, WorkerRec
 from trusty_memory.broker.remote_palaces import FILE_NAME as REMOTE_PALACES_FILE
 from trusty_memory.broker.remote_palaces import RemotePalaces
 from trusty_memory.broker.supervisor import Child, Supervisor, describe_exit
@@ -118,10 +122,12 @@ class Broker:
         # Traced requests in flight: their trace ids, for the reply's span (tracing only).
         self.traces: dict[tuple[bytes, str], str] = {}
         self.palaces = PalaceRegistry(config)
-        self.autoscaler = Autoscaler(config.palace)
-        self.closing: dict[str, Closing] = {}  # palaces being deleted or renamed, by name
         self.supervisor = Supervisor(config, log)
         self.max_workers = worker_budget(config.broker.max_workers)
+        # What the broker delegates, each owning its state: palaces being deleted or
+        # renamed, and each palace's readers (with the autoscaler).
+        self.moves = PalaceMoves(self)
+        self.readers = ReaderScaling(self)
         self.started = time.monotonic()
         self.hostname = socket.gethostname()
         self.last_heartbeat = 0.0
@@ -201,7 +207,7 @@ class Broker:
         if not req.background and method not in BACKGROUND_METHODS | EMBEDDER_METHODS:
             self.last_client_request = time.monotonic()
         if method in PALACE_MOVE_METHODS:
-            palace_moves.close_palace(self, client, req)
+            self.moves.start(client, req)
         elif method in BROKER_METHODS:
             self.reply(client, p.ok_response(req.id, self.broker_method(req)))
         elif method in EMBEDDER_METHODS:
@@ -272,7 +278,7 @@ class Broker:
             and s.name != name
             and not s.busy
             and s.name not in self.remote_palaces
-            and self.closing_of(s.name) is None
+            and not self.moving(s.name)
             and self.supervisor.active(s.name)
         ]
         if not idle:
@@ -345,23 +351,23 @@ class Broker:
         if req.method == Method.PALACE_LIST:
             remote = [s[len(p.PALACE_SERVICE_PREFIX) :] for s in self.remote_palaces]
             names = sorted(set(self.palaces.names()) | set(remote))
-            return {"palaces": [n for n in names if n not in self.closing]}
+            return {"palaces": [n for n in names if n not in self.moves]}
         if req.method == Method.PALACE_SUMMARIES:
-            names = [n for n in self.palaces.names() if n not in self.closing]
+            names = [n for n in self.palaces.names() if n not in self.moves]
             return {"palaces": {n: self.palaces.summary(n) for n in names}}
         if req.method == Method.PALACE_ARCHIVED:
             return {"palaces": self.palaces.archived()}
         params = decode_params(req.method, req.params)
         if req.method == Method.PALACE_SCALE:
-            return reader_scaling.scale(
-                self, self.check_open(validate_palace_name(params.name)), params.readers
+            return self.readers.scale(
+                self.check_open(validate_palace_name(params.name)), params.readers
             )
         if req.method == Method.PALACE_RESTORE:
             self.check_free(params.new_name or params.name, req.method)
             return self.palaces.restore(params.name, params.entry, params.new_name)
         if req.method == Method.PALACE_FORGET_REMOTE:
             return self.forget_remote(validate_palace_name(params.name))
-        self.check_not_reserved(validate_palace_name(params.name))
+        self.moves.refuse_if_reserved(validate_palace_name(params.name))
         self.check_not_remote(params.name)
         return self.palaces.create(params.name, params.description)
 
@@ -404,10 +410,7 @@ class Broker:
 
     def check_open(self, name: str) -> str:
         """``name`` if it is a palace that serves requests; else ``PALACE_NOT_FOUND``."""
-        closing = self.closing.get(name)
-        if closing is not None:
-            message = f"palace not found: {name} (being {closing.gone})"
-            raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, message)
+        self.moves.refuse_if_moving(name)
         if not self.palaces.exists(name) and not self.served_remotely(name):
             raise p.TrustyError(p.ErrorCode.PALACE_NOT_FOUND, f"palace not found: {name}")
         return name
@@ -421,15 +424,9 @@ class Broker:
     def check_free(self, name: str, method: str) -> None:
         """Refuse to move a palace to ``name`` when a palace has it, its directory is in
         the way, a rename under way is about to give it, or it holds a credential."""
-        self.check_not_reserved(palace_dir.check_new_name(self.config, method, name))
+        self.moves.refuse_if_reserved(palace_dir.check_new_name(self.config, method, name))
         self.check_not_remote(name)
         self.palaces.check_free(name)
-
-    def check_not_reserved(self, name: str) -> None:
-        for closing in self.closing.values():
-            if closing.method == Method.PALACE_RENAME and closing.params.new_name == name:
-                message = f"palace already exists: {name} ({closing.palace} is being renamed to it)"
-                raise p.TrustyError(p.ErrorCode.PALACE_EXISTS, message)
 
     # -- workers -----------------------------------------------------------------
 
@@ -467,7 +464,7 @@ class Broker:
     def on_ready(self, identity: bytes, ready: p.Ready) -> None:
         if identity in self.workers:
             self.remove_worker(self.workers[identity], crashed=True)
-        if self.closing_of(ready.service) is not None:
+        if self.moving(ready.service):
             self.log.info("worker of a palace being moved told to stop", service=ready.service)
             self.to_worker(identity, p.W_DISCONNECT)
             return
@@ -515,12 +512,12 @@ class Broker:
             remote=worker.remote,
         )
         if ready.role == "writer" and palace and self.spawns_locally(service.name):
-            reader_scaling.apply_readers(self, service)
+            self.readers.apply(service)
         self.flush_queue(service)
 
     def flush_queue(self, service: Service) -> None:
-        if (closing := self.closing_of(service.name)) is not None:
-            palace_moves.fail_queue(self, service, closing)
+        if (closing := self.moves.of(service.name)) is not None:
+            self.moves.fail_queue(service, closing)
             return
         while service.queue:
             worker = service.pick(service.queue[0].write)
@@ -599,13 +596,12 @@ class Broker:
             else:
                 self.supervisor.forget(child)
         self.supervisor.restart_due()
-        for closing in list(self.closing.values()):
-            palace_moves.advance_closing(self, closing, now)
+        self.moves.advance(now)
         self.expire_deadlines(now)
         if now - self.last_heartbeat >= self.config.broker.heartbeat_s:
             self.last_heartbeat = now
             self.heartbeat_and_purge(now)
-            reader_scaling.autoscale(self, now)
+            self.readers.autoscale(now)
             self.stop_idle_palaces(now)
             self.stop_idle_bulk_embedder(now)
             self.exit_if_unused(now)
@@ -642,7 +638,7 @@ class Broker:
             return True
         if child.service == p.EMBEDDER_BULK_SERVICE:  # started on demand: back while needed
             return self.service(child.service).busy
-        if self.closing_of(child.service) is not None or not self.spawns_locally(child.service):
+        if self.moving(child.service) or not self.spawns_locally(child.service):
             return False
         service = self.service(child.service)
         if child.slot == 0:
@@ -651,7 +647,7 @@ class Broker:
         return (
             not child.stopping
             and service.writer is not None
-            and child.slot <= reader_scaling.wanted_readers(self, palace)
+            and child.slot <= self.readers.wanted(palace)
         )
 
     def expire_deadlines(self, now: float) -> None:
@@ -714,7 +710,7 @@ class Broker:
         for service in self.services.values():
             if not service.name.startswith(p.PALACE_SERVICE_PREFIX) or service.busy:
                 continue
-            if self.closing_of(service.name) is not None:
+            if self.moving(service.name):
                 continue
             if service.name in self.remote_palaces:
                 continue  # not ours to stop: nothing here could start it again
@@ -738,7 +734,7 @@ class Broker:
         in flight or queued, and the dreamer's own traffic does not count as use."""
         if not self.idle_exit_s or now - self.last_client_request < self.idle_exit_s:
             return
-        if self.inflight or self.closing or any(s.queue for s in self.services.values()):
+        if self.inflight or self.moves or any(s.queue for s in self.services.values()):
             return
         self.log.info("no client requests; exiting", idle_s=round(now - self.last_client_request))
         self.running = False
@@ -755,7 +751,7 @@ class Broker:
 
     def disconnect_service(self, service: Service) -> None:
         if service.name.startswith(p.PALACE_SERVICE_PREFIX):  # it wakes with its own readers
-            self.autoscaler.forget(service.name[len(p.PALACE_SERVICE_PREFIX) :])
+            self.readers.forget(service.name[len(p.PALACE_SERVICE_PREFIX) :])
         for worker in list(service.workers):
             child = None if worker.remote else self.supervisor.by_pid(worker.pid)
             if child is not None:
@@ -763,12 +759,9 @@ class Broker:
             self.to_worker(worker.identity, p.W_DISCONNECT)
             self.remove_worker(worker, crashed=False)
 
-    # -- deleting and renaming palaces -------------------------------------------
-
-    def closing_of(self, service_name: str) -> Closing | None:
-        if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
-            return None
-        return self.closing.get(service_name[len(p.PALACE_SERVICE_PREFIX) :])
+    def moving(self, service_name: str) -> bool:
+        """Whether the palace ``service_name`` serves is being deleted or renamed."""
+        return self.moves.of(service_name) is not None
 
     def stop_workers(self, grace_s: float = 10.0) -> None:
         """Clean shutdown: every worker saves its index and exits."""
@@ -786,8 +779,7 @@ class Broker:
         for child in self.supervisor.children.values():
             child.stopping = True
         self.supervisor.shutdown(grace_s)
-        for closing in list(self.closing.values()):  # every worker has exited: move them
-            palace_moves.finish_closing(self, closing)
+        self.moves.finish_all()  # every worker has exited: move the palaces waiting
         self.frontend.close(linger=0)
         self.backend.close(linger=0)
         if self.auth is not None:

@@ -4,80 +4,115 @@ autoscale adds (the rule itself is ``autoscale.py``; this applies it).
 Readers start only once the palace's writer is up (it creates and migrates the file they
 open read-only), and never past ``[broker] max_workers``. A retired reader is told to
 stop; what it held goes back in line, so scaling down loses no request.
+
+:class:`ReaderScaling` owns the autoscaler; what it needs of the broker is
+:class:`ScalingHost`, so this module does not import the broker.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from trusty_memory.broker.autoscale import Load
-from trusty_memory.broker.palaces import MAX_READERS
-from trusty_memory.broker.records import Service
+from trusty_memory.broker.autoscale import Autoscaler, Load
+from trusty_memory.broker.palaces import MAX_READERS, PalaceRegistry
+from trusty_memory.broker.records import Service, WorkerRec
+from trusty_memory.broker.supervisor import Supervisor
 from trusty_memory.common import protocol as p
-
-if TYPE_CHECKING:
-    from trusty_memory.broker.broker import Broker
+from trusty_memory.common.config import Config
 
 
-def scale(broker: Broker, palace: str, readers: int) -> dict:
-    """Keep ``readers`` reader processes for ``palace`` from now on (and across restarts)."""
-    broker.palaces.set_readers(palace, readers)
-    service = broker.services.get(p.palace_service(palace))
-    if service is not None and service.writer is not None and broker.spawns_locally(service.name):
-        apply_readers(broker, service)
-    return {"palace": palace, "readers": readers, "status": "scaled"}
+class ScalingHost(Protocol):
+    """What scaling a palace's readers needs of the broker."""
+
+    config: Config
+    log: Any
+    services: dict[str, Service]
+    supervisor: Supervisor
+    palaces: PalaceRegistry
+    max_workers: int
+
+    def palace_processes(self) -> int: ...
+    def spawns_locally(self, service: str) -> bool: ...
+    def moving(self, service_name: str) -> bool: ...
+    def to_worker(self, identity: bytes, *frames: bytes) -> bool: ...
+    def remove_worker(self, worker: WorkerRec, crashed: bool, lost: str = ...) -> None: ...
 
 
-def apply_readers(broker: Broker, service: Service) -> None:
-    """Start missing readers of a palace whose writer is up; retire extra ones.
-
-    A retired reader is told to stop; requests it held go back to the queue, so
-    scaling down loses none of them.
-    """
-    wanted = wanted_readers(broker, service.name[len(p.PALACE_SERVICE_PREFIX) :])
-    for slot in range(1, wanted + 1):
-        starting = not broker.supervisor.active(service.name, slot)
-        if starting and broker.palace_processes() >= broker.max_workers:
-            broker.log.warning("reader not started: at max_workers", service=service.name,
-                             slot=slot, max_workers=broker.max_workers)  # fmt: skip
-            break
-        broker.supervisor.ensure(service.name, slot)
-    for child in broker.supervisor.slots(service.name):
-        if child.slot > wanted and not child.stopping:
-            child.stopping = True
-            for worker in [w for w in service.workers if w.pid == child.pid and not w.remote]:
-                broker.to_worker(worker.identity, p.W_DISCONNECT)
-                broker.remove_worker(worker, crashed=False)
-            if child.running:
-                child.terminate()
+def palace_of(service_name: str) -> str:
+    return service_name[len(p.PALACE_SERVICE_PREFIX) :]
 
 
-def wanted_readers(broker: Broker, palace: str) -> int:
-    """The palace's own readers (``scale``) plus those the autoscaler added."""
-    return min(MAX_READERS, broker.palaces.readers(palace) + broker.autoscaler.extra(palace))
+class ReaderScaling:
+    """Each palace's readers: wanted, started, retired, and added by the autoscaler."""
 
+    def __init__(self, host: ScalingHost) -> None:
+        self.host = host
+        self.autoscaler = Autoscaler(host.config.palace)
 
-def autoscale(broker: Broker, now: float) -> None:
-    """Give the autoscaler each running palace's load; apply what it changes."""
-    if not broker.autoscaler.enabled:
-        return
-    window = broker.config.palace.autoscale_window_s
-    loads, own = [], {}
-    for service in broker.services.values():
-        if not service.name.startswith(p.PALACE_SERVICE_PREFIX) or service.writer is None:
-            continue
-        if broker.closing_of(service.name) is not None or not broker.spawns_locally(service.name):
-            continue  # a palace served by remote workers is scaled on their hosts
-        palace = service.name[len(p.PALACE_SERVICE_PREFIX) :]
-        own[palace] = broker.palaces.readers(palace)
-        answered = sum(w.answered_since(now - window) for w in service.workers)
-        inflight = sum(len(w.inflight) for w in service.workers) + len(service.queue)
-        loads.append(Load(palace, len(service.workers), inflight, answered / window))
-    for palace in broker.autoscaler.tick(loads, own, now):
-        broker.log.info(
-            "autoscale",
-            palace=palace,
-            readers=wanted_readers(broker, palace),
-            added=broker.autoscaler.extra(palace),
-        )
-        apply_readers(broker, broker.services[p.palace_service(palace)])
+    def scale(self, palace: str, readers: int) -> dict:
+        """Keep ``readers`` reader processes for ``palace`` from now on (and across restarts)."""
+        host = self.host
+        host.palaces.set_readers(palace, readers)
+        service = host.services.get(p.palace_service(palace))
+        if service is not None and service.writer is not None and host.spawns_locally(service.name):
+            self.apply(service)
+        return {"palace": palace, "readers": readers, "status": "scaled"}
+
+    def wanted(self, palace: str) -> int:
+        """The palace's own readers (``scale``) plus those the autoscaler added."""
+        return min(MAX_READERS, self.host.palaces.readers(palace) + self.autoscaler.extra(palace))
+
+    def added(self, palace: str) -> int:
+        """Readers the autoscaler has added to ``palace`` beyond its own setting."""
+        return self.autoscaler.extra(palace)
+
+    def forget(self, palace: str) -> None:
+        """The palace stopped: it wakes with its own readers."""
+        self.autoscaler.forget(palace)
+
+    def apply(self, service: Service) -> None:
+        """Start missing readers of a palace whose writer is up; retire extra ones.
+
+        A retired reader is told to stop; requests it held go back to the queue, so
+        scaling down loses none of them.
+        """
+        host = self.host
+        wanted = self.wanted(palace_of(service.name))
+        for slot in range(1, wanted + 1):
+            starting = not host.supervisor.active(service.name, slot)
+            if starting and host.palace_processes() >= host.max_workers:
+                host.log.warning("reader not started: at max_workers", service=service.name,
+                                 slot=slot, max_workers=host.max_workers)  # fmt: skip
+                break
+            host.supervisor.ensure(service.name, slot)
+        for child in host.supervisor.slots(service.name):
+            if child.slot > wanted and not child.stopping:
+                child.stopping = True
+                for worker in [w for w in service.workers if w.pid == child.pid and not w.remote]:
+                    host.to_worker(worker.identity, p.W_DISCONNECT)
+                    host.remove_worker(worker, crashed=False)
+                if child.running:
+                    child.terminate()
+
+    def autoscale(self, now: float) -> None:
+        """Give the autoscaler each running palace's load; apply what it changes."""
+        host = self.host
+        if not self.autoscaler.enabled:
+            return
+        window = host.config.palace.autoscale_window_s
+        loads, own = [], {}
+        for service in host.services.values():
+            if not service.name.startswith(p.PALACE_SERVICE_PREFIX) or service.writer is None:
+                continue
+            if host.moving(service.name) or not host.spawns_locally(service.name):
+                continue  # a palace served by remote workers is scaled on their hosts
+            palace = palace_of(service.name)
+            own[palace] = host.palaces.readers(palace)
+            answered = sum(w.answered_since(now - window) for w in service.workers)
+            inflight = sum(len(w.inflight) for w in service.workers) + len(service.queue)
+            loads.append(Load(palace, len(service.workers), inflight, answered / window))
+        for palace in self.autoscaler.tick(loads, own, now):
+            host.log.info(
+                "autoscale", palace=palace, readers=self.wanted(palace), added=self.added(palace)
+            )
+            self.apply(host.services[p.palace_service(palace)])

@@ -2,25 +2,42 @@
 
 Read-only over the broker's maps (services, workers, supervisor children, the template),
 so it can grow fields without touching the routing loop. Figures are from this moment:
-a worker's rate is over ``records.RATE_WINDOW_S``, its memory from /proc.
+a worker's rate is over ``records.RATE_WINDOW_S``, its memory from /proc. What it reads
+of the broker is :class:`StatusSource`, so this module does not import the broker.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from trusty_memory.broker import reader_scaling
+from trusty_memory.broker.reader_scaling import ReaderScaling
 from trusty_memory.broker.records import Service, WorkerRec, rss_mb
+from trusty_memory.broker.remote_palaces import RemotePalaces
+from trusty_memory.broker.supervisor import Supervisor
 from trusty_memory.common import __version__
 from trusty_memory.common import protocol as p
-
-if TYPE_CHECKING:
-    from trusty_memory.broker.broker import Broker
+from trusty_memory.common.config import Config
 
 
-def worker_status(broker: Broker, service: Service, w: WorkerRec, now: float) -> dict:
+class StatusSource(Protocol):
+    """What ``status`` reads of the broker."""
+
+    config: Config
+    started: float
+    hostname: str
+    services: dict[str, Service]
+    supervisor: Supervisor
+    readers: ReaderScaling
+    remote_palaces: RemotePalaces
+    max_workers: int
+
+    def palace_processes(self) -> int: ...
+    def remote_connected(self, service: str) -> bool: ...
+
+
+def worker_status(service: Service, w: WorkerRec, now: float) -> dict:
     info = {
         "pid": w.pid,
         "role": w.role,
@@ -37,7 +54,7 @@ def worker_status(broker: Broker, service: Service, w: WorkerRec, now: float) ->
     return info
 
 
-def status(broker: Broker) -> dict:
+def status(broker: StatusSource) -> dict:
     now = time.monotonic()
     return {
         "pid": os.getpid(),
@@ -50,7 +67,7 @@ def status(broker: Broker) -> dict:
         "services": [
             {
                 "name": s.name,
-                "workers": [worker_status(broker, s, w, now) for w in s.workers],
+                "workers": [worker_status(s, w, now) for w in s.workers],
                 "queued": len(s.queue),
                 **scaling_status(broker, s.name),
                 "foreground_requests": s.foreground_requests,
@@ -62,7 +79,7 @@ def status(broker: Broker) -> dict:
             f"{c.service}#{c.slot}": c.starts - 1 for c in broker.supervisor.children.values()
         },
         "dreamer_pid": next(
-            (c.pid for c in broker.supervisor.children.values() if c.service == "dreamer"),
+            (c.pid for c in broker.supervisor.children.values() if c.service == p.DREAMER_SERVICE),
             None,
         ),
         "mcp_host_pid": next(
@@ -77,7 +94,7 @@ def status(broker: Broker) -> dict:
     }
 
 
-def remote_palaces(broker: Broker) -> dict[str, dict]:
+def remote_palaces(broker: StatusSource) -> dict[str, dict]:
     """Every palace a remote writer has served (``remote_palaces.py``): its host, and
     whether such a writer is connected now (if not, its requests wait for it)."""
     prefix = len(p.PALACE_SERVICE_PREFIX)
@@ -90,18 +107,18 @@ def remote_palaces(broker: Broker) -> dict[str, dict]:
     return out
 
 
-def scaling_status(broker: Broker, service_name: str) -> dict:
+def scaling_status(broker: StatusSource, service_name: str) -> dict:
     """A palace's wanted readers: its own setting, and those autoscale added."""
     if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
         return {}
     palace = service_name[len(p.PALACE_SERVICE_PREFIX) :]
     return {
-        "readers_wanted": reader_scaling.wanted_readers(broker, palace),
-        "readers_autoscaled": broker.autoscaler.extra(palace),
+        "readers_wanted": broker.readers.wanted(palace),
+        "readers_autoscaled": broker.readers.added(palace),
     }
 
 
-def template_status(broker: Broker) -> dict | None:
+def template_status(broker: StatusSource) -> dict | None:
     """The palace-worker template: its pid and whether it forks yet (None: off)."""
     template = broker.supervisor.template
     if template is None:
