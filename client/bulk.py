@@ -1,22 +1,5 @@
-"""Streaming JSONL import and export of a palace, on top of ``Client.call``.
-
-The file format, one JSON object per line (``type`` says which)::
-
-    {"type": "header", "format": "trusty-memory/1", "palace": "...", "dim": 384}   optional
-    {"type": "drawer", "drawer_id": "<uuid>", "content": "...", "room": "General",
-     "tags": [], "importance": 0.5, "created_at": "2026-01-01T00:00:00Z", "hits": 0,
-     "metadata": {...}, "vector": "<base64 float32>" | [384 numbers]}    vector optional
-     (only "content" is required: a file written by hand or converted from elsewhere may
-     leave out "type" and "drawer_id" too; a drawer without an id gets one derived from
-     its text, room and metadata, ``derived_drawer_id``, so importing it again skips what
-     is in, and a line that repeats an earlier one is one drawer)
-     (plus "own_vector", the same, beside a vector the palace mixed with its episode's
-     context: the drawer's own text's vector, which the dreamer compares; and "context",
-     the words of its episode predecessor that deep recall's BM25 reads, or null. Export
-     writes it on every drawer, so an import stores exactly those words; a line without
-     it gets them by the palace's own rule, as a remember in that order would)
-    {"type": "triple", "subject": "...", "predicate": "...", "object": "...",
-     "valid_from": "...", "valid_to": null, "confidence": 1.0, "provenance": null}
+"""Streaming import of a palace's JSON lines (``jsonl_format.py`` says what a line
+holds), on top of ``Client.call``. Export, the other way, is ``export.py``.
 
 Import reads the stream line by line and sends batches of ``batch_size`` lines, each as one
 ``palace_import`` request, which the palace worker stores as one transaction. Every line
@@ -37,49 +20,34 @@ it takes that palace away again, so a failed import leaves no palace behind: rem
 nothing got in, else moved to the archive with what did (``palace restore`` brings it
 back, and the same import then resumes). A palace that existed before is never touched:
 what got in stays, and re-running resumes.
-
-Export pages through the worker (``palace_export`` with a cursor), writing each page as
-it arrives: memory stays flat whatever the palace size. Vectors are written as base64
-little-endian float32, so an export re-imports byte for byte.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
-import pwd
 import re
 import signal
-import stat
-import sys
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, Protocol, TypedDict, Unpack
+from typing import IO, Any
 
 import msgspec
 
+from trusty_memory.client.jsonl_format import DIM, DrawerFields, Line, TripleLine
+from trusty_memory.client.progress import Progress
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
 from trusty_memory.common.import_checks import check_drawer, check_triple
 from trusty_memory.common.json_depth import nesting_over
 from trusty_memory.common.messages import (
-    ExportDrawer,
-    ExportResult,
     ImportDrawer,
     ImportResult,
     ImportTriple,
 )
 from trusty_memory.common.methods import Method
 
-FORMAT = "trusty-memory/1"
-DIM = 384
 BATCH_SIZE = 500
-EXPORT_PAGE = 1000
 MAX_BAD_SHOWN = 100
 # Per-request deadline of an import batch: a base that covers a cold embedder loading its
 # model, plus a per-line allowance (hnswlib adds ~1,000-1,600 vectors/s at
@@ -93,7 +61,6 @@ IMPORT_PER_EMBED_S = 0.05
 # metadata and the other fields.
 JSON_ESCAPE_MAX = 6
 LINE_SLACK_BYTES = 8 * 1024 * 1024
-MAX_LINKS = 40  # symbolic links an export follows to its file: the kernel's own limit
 # How deeply a line's values may nest (``{"a": [[...]]}`` counts each bracket). msgspec
 # raises ``RecursionError`` past Python's stack (a few thousand levels), and everything
 # downstream (the secrets scan, the store) walks metadata recursively: a line nested
@@ -105,51 +72,9 @@ NOT_JSONL_AFTER = 20
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
-class HeaderLine(msgspec.Struct, tag="header", tag_field="type", kw_only=True):
-    format: str | None = None
-    palace: str | None = None
-    dim: int | None = None
-
-
-class DrawerFields(msgspec.Struct, kw_only=True):
-    """A drawer's line; ``DrawerLine`` when it says ``"type": "drawer"``, and read as this
-    when it says no type at all (a file written by hand)."""
-
-    drawer_id: str | None = None  # None: ``derived_drawer_id``
-    content: str
-    room: str | None = None
-    tags: list[str] = []
-    importance: float = 0.5
-    created_at: str | None = None
-    hits: int = 0
-    metadata: dict[str, Any] | None = None
-    # Bytes decode from (and encode to) base64 in JSON.
-    vector: list[float] | bytes | None = None
-    own_vector: list[float] | bytes | None = None
-    # Written on every exported drawer (null: none), so an import keeps exactly what was
-    # stored; a line without it gets the words by the palace's rule.
-    context: str | msgspec.UnsetType | None = msgspec.UNSET
-
-
-class DrawerLine(DrawerFields, tag="drawer", tag_field="type", kw_only=True):
-    pass
-
-
-class TripleLine(msgspec.Struct, tag="triple", tag_field="type", kw_only=True):
-    subject: str
-    predicate: str
-    object: str
-    valid_from: str
-    valid_to: str | None = None
-    confidence: float = 1.0
-    provenance: str | None = None
-
-
-Line = HeaderLine | DrawerLine | TripleLine
 _line_decoder = msgspec.json.Decoder(Line)
 _untyped_decoder = msgspec.json.Decoder(DrawerFields)
 _NO_TYPE = "Object missing required field `type`"
-_encoder = msgspec.json.Encoder()
 
 
 @dataclass
@@ -194,106 +119,6 @@ class ImportSummary:
             "created_palace": self.created_palace,
             "interrupted": self.interrupted,
         }
-
-
-# How often progress is written: redrawn on a terminal; elsewhere (a pipe, a log file,
-# ``--json``) a line of its own every few seconds, so a long import is never silent.
-TTY_EVERY_S = 0.2
-LINE_EVERY_S = 5.0
-
-
-class Progress:
-    """How far an import or export is, on stderr: on a terminal one line redrawn with
-    ``\r``, elsewhere a line of its own every ``LINE_EVERY_S`` and one at the end
-    (:meth:`finish`: every line read and stored, 100%). A clock thread writes it
-    as well as ``update``: while the daemon stores a batch (500 texts to embed take tens of
-    seconds) nothing calls ``update``, and the report must go on (with its seconds)."""
-
-    def __init__(
-        self,
-        label: str,
-        total: int | None = None,
-        stream: IO[str] | None = None,
-        every_s: float | None = None,
-    ):
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.every_s = every_s or (TTY_EVERY_S if self.tty else LINE_EVERY_S)
-        self.label = label
-        self.total = total
-        self.started = time.monotonic()
-        self.last_draw = 0.0
-        self.state: tuple[int, str, float | None, int | None] | None = None
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        self.clock: threading.Thread | None = None
-
-    def update(
-        self,
-        done: int,
-        unit: str = "lines",
-        fraction: float | None = None,
-        stored: int | None = None,
-    ) -> None:
-        """``done`` of ``unit`` read or written so far; ``stored``: how many of them the
-        palace holds now (an import's rate is of those)."""
-        with self.lock:
-            self.state = (done, unit, fraction, stored)
-        if self.clock is None:
-            self.clock = threading.Thread(target=self._tick, name="progress", daemon=True)
-            self.clock.start()
-        if self.tty and time.monotonic() - self.last_draw >= self.every_s:
-            self._draw()
-
-    def _tick(self) -> None:
-        """The clock: a terminal's line each second (its seconds move on), else a line
-        every ``every_s``."""
-        while not self.stopped.wait(max(self.every_s, 1.0) if self.tty else self.every_s):
-            self._draw()
-
-    def text(self) -> str:
-        """The report as it stands: percent (when known), counts, rate, seconds."""
-        done, unit, fraction, stored = self.state or (0, "lines", None, None)
-        elapsed = time.monotonic() - self.started
-        if fraction is None and self.total:
-            fraction = done / self.total
-        pct = f" {100 * fraction:5.1f}%" if fraction is not None else ""
-        counted = f", {stored:,} stored" if stored is not None else ""
-        rate = (stored if stored is not None else done) / max(elapsed, 1e-9)
-        return f"{self.label}:{pct} {done:,} {unit}{counted}, {rate:,.0f}/s, {elapsed:,.0f} s"
-
-    def _draw(self) -> None:
-        with self.lock:
-            if self.stopped.is_set() or self.state is None:
-                return
-            self.last_draw = time.monotonic()
-            line = f"\r{self.text()} " if self.tty else f"{self.text()}\n"
-            with contextlib.suppress(OSError, ValueError):  # stderr closed: nothing to tell
-                self.stream.write(line)
-                self.stream.flush()
-
-    def finish(self) -> None:
-        """The work is done: report how it ended now, whatever the interval (a terminal's
-        line redrawn, elsewhere a line of its own, a short run's only one), then
-        :meth:`close`."""
-        self._draw()
-        self.close()
-
-    def close(self) -> None:
-        """Stop the clock; a terminal's line is ended, so what follows starts afresh."""
-        with self.lock:
-            if self.stopped.is_set():
-                return
-            self.stopped.set()
-        if self.clock is not None:
-            self.clock.join()
-        if self.tty and self.last_draw:
-            with contextlib.suppress(OSError, ValueError):
-                self.stream.write("\n")
-                self.stream.flush()
-
-
-# -- import --------------------------------------------------------------------------
 
 
 def max_line_bytes(max_text_bytes: int) -> int:
@@ -710,263 +535,3 @@ def _line_of(message: str, batch, drawers, triples) -> int | None:
         return None
     target = items[i]
     return next((lineno for lineno, item in batch if item is target), None)
-
-
-# -- export --------------------------------------------------------------------------
-
-
-@dataclass
-class ExportSummary:
-    drawers: int = 0
-    triples: int = 0
-
-
-class ExportSink(Protocol):
-    """Where ``export_jsonl`` writes: a binary stream (``sys.stdout.buffer``), or the
-    ``_ExportFile`` that names its path in a write failure."""
-
-    def write(self, data: bytes, /) -> object: ...
-
-    def flush(self) -> object: ...
-
-
-class ExportOptions(TypedDict, total=False):
-    """``export_jsonl``'s keyword options, as ``export_file`` passes them on."""
-
-    vectors: bool
-    page_size: int
-    progress: Progress | None
-
-
-def _drawer_line(d: ExportDrawer) -> bytes:
-    """A drawer's line; ``own_vector`` only where there is one (``context`` always: null
-    says "none", which a missing key would not)."""
-    line = msgspec.to_builtins(DrawerLine(**msgspec.structs.asdict(d)))
-    if line.get("own_vector") is None:
-        line.pop("own_vector", None)
-    return _encoder.encode(line)
-
-
-def export_jsonl(
-    client: Client,
-    palace: str,
-    out: ExportSink,
-    *,
-    vectors: bool = True,
-    page_size: int = EXPORT_PAGE,
-    progress: Progress | None = None,
-) -> ExportSummary:
-    """Write ``palace`` as JSONL to ``out``: a header, every drawer, every triple."""
-    summary = ExportSummary()
-    header = HeaderLine(format=FORMAT, palace=palace, dim=DIM if vectors else None)
-    out.write(_encoder.encode(header) + b"\n")
-    for kind in ("drawers", "triples"):
-        after = 0
-        while True:
-            params = {"kind": kind, "after": after, "limit": page_size, "vectors": vectors}
-            page = p.convert(client.call(Method.PALACE_EXPORT, params, palace=palace), ExportResult)
-            lines = [_drawer_line(d) for d in page.drawers]
-            lines += [
-                _encoder.encode(TripleLine(**msgspec.structs.asdict(t))) for t in page.triples
-            ]
-            if lines:
-                out.write(b"\n".join(lines) + b"\n")
-            summary.drawers += len(page.drawers)
-            summary.triples += len(page.triples)
-            if progress is not None:
-                progress.update(summary.drawers + summary.triples, unit="records")
-            if page.next_after is None:
-                break
-            after = page.next_after
-    out.flush()
-    return summary
-
-
-def export_file(
-    client: Client, palace: str, path: Path, **options: Unpack[ExportOptions]
-) -> ExportSummary:
-    """``export_jsonl`` into the file ``path``, which only ever appears whole: the lines go
-    to a new temporary file beside it (random name, created exclusively, mode 0600), flushed
-    to disk and renamed into place. An export that fails or is interrupted leaves no
-    truncated file, which would import without a word as if it were the whole palace, and
-    never replaces the last good export of that name. A path that is a named pipe or a
-    device (``/dev/stdout``) is written straight through.
-
-    ``path`` may be in a folder others can write to (``/tmp``), so nothing there is taken
-    on trust: a symbolic link is followed only when it is the caller's (or root's) and
-    so is what it leads to (or, when that does not exist yet, its folder); a pipe or
-    device only when it is theirs. Otherwise, or when the file cannot be written, the
-    ``TrustyError`` names the path and the cause, and nothing was touched."""
-    final, found = _export_target(path)
-    if found is not None and not stat.S_ISREG(found.st_mode):
-        return _export_through(client, palace, path, found, options)
-    return _export_replacing(client, palace, path, final, options)
-
-
-def _export_target(named: Path) -> tuple[Path, os.stat_result | None]:
-    """Where an export to ``named`` goes: the path at the end of its symbolic links and
-    what is there (None: nothing yet). Raises, having touched nothing, when a link on the
-    way or what it leads to is someone else's, or when ``named`` is a folder."""
-    path, found, links = named, None, 0
-    while True:
-        try:
-            found = os.lstat(path)
-        except FileNotFoundError:
-            found = None
-            break
-        except OSError as exc:  # ENOTDIR: a file where a folder should be
-            raise _cannot_write(named, exc) from None
-        if not stat.S_ISLNK(found.st_mode):
-            break
-        if found.st_uid not in _trusted_uids():
-            link = "it is a symbolic link" if not links else f"it leads through {path}, a link"
-            raise _refused(named, f"{link} owned by {_owner(found.st_uid)}, not by you")
-        links += 1
-        if links > MAX_LINKS:
-            raise _cannot_write(named, OSError(errno.ELOOP, os.strerror(errno.ELOOP)))
-        path = Path(path.parent, os.readlink(path))
-    if found is None and links:
-        # A link only the kernel can follow (``/proc/self/fd/1`` names ``pipe:[...]``).
-        with contextlib.suppress(OSError):
-            found = os.stat(named)
-    if found is not None and stat.S_ISDIR(found.st_mode):
-        raise _cannot_write(named, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
-    if found is not None and (links or not stat.S_ISREG(found.st_mode)):
-        if found.st_uid not in _trusted_uids():
-            what = f"a symbolic link to {path}, which is" if links else _kind(found)
-            raise _refused(named, f"it is {what} owned by {_owner(found.st_uid)}, not by you")
-    elif found is None and links:
-        try:
-            folder = os.stat(path.parent)
-        except OSError as exc:
-            raise _cannot_write(named, exc) from None
-        if folder.st_uid not in _trusted_uids():
-            raise _refused(
-                named,
-                f"it is a symbolic link to {path}, which does not exist yet, in a folder"
-                f" owned by {_owner(folder.st_uid)}, not by you",
-            )
-    return path, found
-
-
-def _trusted_uids() -> set[int]:
-    """Whose links and files an export may follow and write: the caller's, and root's
-    (``/dev/stdout``, ``/dev/null``: root could do anything to the caller anyway)."""
-    return {os.geteuid(), 0}
-
-
-def _owner(uid: int) -> str:
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _kind(found: os.stat_result) -> str:
-    if stat.S_ISFIFO(found.st_mode):
-        return "a named pipe"
-    if stat.S_ISCHR(found.st_mode) or stat.S_ISBLK(found.st_mode):
-        return "a device"
-    return "a special file"
-
-
-def _export_replacing(
-    client: Client, palace: str, named: Path, final: Path, options: ExportOptions
-) -> ExportSummary:
-    """Write a new temporary file beside ``final`` and rename it onto ``final`` once whole.
-    The rename replaces whatever name is there and never follows it."""
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    except OSError as exc:
-        raise _cannot_write(named, exc) from None
-    tmp = Path(tmp_name)
-    out = _ExportFile(fd, named)
-    try:
-        summary = export_jsonl(client, palace, out, **options)
-        out.sync()
-        out.close()
-        try:
-            os.replace(tmp, final)
-        except OSError as exc:
-            raise _cannot_write(named, exc, " (renaming the finished export into place)") from None
-    except BaseException:
-        out.discard()
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    return summary
-
-
-def _export_through(
-    client: Client, palace: str, named: Path, found: os.stat_result, options: ExportOptions
-) -> ExportSummary:
-    """Write into the pipe or device ``named``, checked by ``_export_target`` as
-    ``found``; refused when what opens is not that (swapped in meanwhile)."""
-    try:
-        fd = os.open(named, os.O_WRONLY | os.O_NOCTTY)
-    except OSError as exc:
-        raise _cannot_write(named, exc) from None
-    opened = os.fstat(fd)
-    if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino):
-        os.close(fd)
-        raise _refused(named, "it was replaced while it was being checked")
-    out = _ExportFile(fd, named)
-    try:
-        summary = export_jsonl(client, palace, out, **options)
-        out.close()
-    except BaseException:
-        out.discard()
-        raise
-    return summary
-
-
-class _ExportFile:
-    """The file an export writes, as ``export_jsonl``'s ``out``: a failure to write it (a
-    full disk, a pipe whose reader left) is raised as the ``TrustyError`` naming the path
-    the user gave and the cause. Only the file's own calls are caught: a lost daemon is
-    an ``OSError`` too (``ConnectionError``), and is no fault of the path."""
-
-    def __init__(self, fd: int, named: Path) -> None:
-        self.file = os.fdopen(fd, "wb")
-        self.named = named
-
-    def write(self, data: bytes) -> None:
-        with self._failing():
-            self.file.write(data)
-
-    def flush(self) -> None:
-        with self._failing():
-            self.file.flush()
-
-    def sync(self) -> None:
-        with self._failing():
-            self.file.flush()
-            os.fsync(self.file.fileno())
-
-    def close(self) -> None:
-        with self._failing():
-            self.file.close()
-
-    def discard(self) -> None:
-        """Close after a failure; what is still buffered is dropped."""
-        with contextlib.suppress(OSError):
-            self.file.close()
-
-    @contextlib.contextmanager
-    def _failing(self) -> Iterator[None]:
-        try:
-            yield
-        except OSError as exc:
-            raise _cannot_write(self.named, exc) from None
-
-
-def _cannot_write(named: Path, exc: OSError, doing: str = "") -> p.TrustyError:
-    """The error for a path the export could not write: ``named`` is what the user gave."""
-    why = exc.strerror or str(exc)
-    return p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"export: cannot write {named}: {why}{doing}")
-
-
-def _refused(named: Path, why: str) -> p.TrustyError:
-    return p.TrustyError(
-        p.ErrorCode.INVALID_PARAMS, f"export: refusing to write {named}: {why}; nothing was written"
-    )

@@ -10,14 +10,14 @@ MINE_FORMATS = ("auto", "claude-code", "codex", "chatgpt", "claude-ai", "markdow
 
 
 class MineProgress:
-    """Progress on stderr, as an import shows it (``client.bulk.Progress``): on a terminal
+    """Progress on stderr, as an import shows it (``client.progress.Progress``): on a terminal
     one line redrawn each second with the share of the files' bytes read, exchanges found,
     drawers stored, the rate and the seconds, so it moves while a batch is embedded;
     elsewhere (a log, a hook's output file) a line every few seconds and one at the end."""
 
     def __init__(self, palace: str) -> None:
         # Lazy, as every verb's own imports are: the CLI's start pays for none of them.
-        from trusty_memory.client.bulk import Progress
+        from trusty_memory.client.progress import Progress
 
         self.shown = Progress(f"mine {palace}")
 

@@ -15,18 +15,19 @@ from trusty_memory.common.human import visible
 
 
 def cmd_export(args) -> int:
-    from trusty_memory.client import bulk
+    from trusty_memory.client import export
+    from trusty_memory.client.progress import Progress
 
     client = daemon_client()
     total = client.palace_info(args.palace).drawer_count
-    progress = bulk.Progress(f"export {visible(args.palace)}", total=total)
-    options: bulk.ExportOptions = {"vectors": not args.no_vectors, "progress": progress}
+    progress = Progress(f"export {visible(args.palace)}", total=total)
+    options: export.ExportOptions = {"vectors": not args.no_vectors, "progress": progress}
     try:
         if args.output in (None, "-"):
-            summary = bulk.export_jsonl(client, args.palace, sys.stdout.buffer, **options)
+            summary = export.export_jsonl(client, args.palace, sys.stdout.buffer, **options)
         else:
             # Refusals and write failures are TrustyErrors naming the path and the cause.
-            summary = bulk.export_file(client, args.palace, Path(args.output), **options)
+            summary = export.export_file(client, args.palace, Path(args.output), **options)
     finally:
         progress.close()  # an error's line starts on a line of its own
     say(f"exported {summary.drawers} drawers, {summary.triples} triples", file=sys.stderr)
@@ -35,11 +36,12 @@ def cmd_export(args) -> int:
 
 def cmd_import(args) -> int:
     from trusty_memory.client import bulk
+    from trusty_memory.client.progress import Progress
     from trusty_memory.common.config import load_config
     from trusty_memory.common.protocol import ErrorCode, TrustyError
 
     client = daemon_client()
-    progress = bulk.Progress(f"import {visible(args.palace)}")
+    progress = Progress(f"import {visible(args.palace)}")
     options = {
         "max_text_bytes": load_config().palace.max_text_bytes,
         "batch_size": args.batch_size,

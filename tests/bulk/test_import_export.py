@@ -354,7 +354,7 @@ class FailsMidExport(Client):
 
 
 def test_an_export_that_fails_leaves_the_last_good_file_alone(client, daemon, tmp_path):
-    from trusty_memory.client import bulk
+    from trusty_memory.client import export
 
     client.palace_create("half-out")
     for i in range(3):
@@ -368,7 +368,7 @@ def test_an_export_that_fails_leaves_the_last_good_file_alone(client, daemon, tm
     failing = FailsMidExport(daemon.config, autostart=False)
     try:
         with pytest.raises(ConnectionError):
-            bulk.export_file(failing, "half-out", backup, page_size=1)
+            export.export_file(failing, "half-out", backup, page_size=1)
     finally:
         failing.close()
     assert backup.read_bytes() == good  # not truncated, not replaced

@@ -10,7 +10,8 @@ import json
 import re
 
 from tests.conftest import run_cli
-from trusty_memory.client.bulk import Progress, import_jsonl
+from trusty_memory.client.bulk import import_jsonl
+from trusty_memory.client.progress import Progress
 
 LAST_LINE = re.compile(r"^import (\S+): 100\.0% (\d+) lines, (\d+) stored, [\d,]+/s, [\d,]+ s$")
 

@@ -12,7 +12,7 @@ import pytest
 
 from trusty_memory.common import methods
 from trusty_memory.common import protocol as p
-from trusty_memory.common.methods import Answerer, Method
+from trusty_memory.common.methods import Method
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("broker", "workers", "dreamer", "client", "common", "ui")
