@@ -28,7 +28,7 @@ import locomo as lm
 from eng_notes import DEFAULT_DATA as ENG_DATA
 from locomo_data import LoadReport, load
 
-from trusty_memory.common import values as v
+from trusty_memory.common.values import fts_or, fts_terms
 from trusty_memory.workers.store import ranking as retrieval
 
 CONTEXT_CHARS = 300
@@ -44,10 +44,10 @@ def ranked(rows: list[tuple[str, str]], questions: list[str], weight: float) -> 
     )
     out = []
     for question in questions:
-        terms = v.fts_terms(question)
+        terms = fts_terms(question)
         found = db.execute(
             f"SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t, 1.0, {weight or 1e-4}) LIMIT 10",
-            (v.fts_or(terms),),
+            (fts_or(terms),),
         ).fetchall() if terms else []  # fmt: skip
         out.append([r[0] - 1 for r in found])
     return out

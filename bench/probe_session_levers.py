@@ -56,7 +56,7 @@ from locomo_data import (
 )
 
 from trusty_memory.client.sync import Client
-from trusty_memory.common import values as v
+from trusty_memory.common.values import STOPWORDS, fts_or, fts_terms
 from trusty_memory.workers.store import context
 from trusty_memory.workers.store import ranking as retrieval
 
@@ -98,7 +98,7 @@ class Bm25:
         if not terms:
             return {}
         rows = self.db.execute(
-            "SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (v.fts_or(terms), POOL)
+            "SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (fts_or(terms), POOL)
         ).fetchall()
         return {row[0]: r for r, row in enumerate(rows)}
 
@@ -117,7 +117,7 @@ def session_bm25(weight: float) -> Lever:
             )
         table, numbers = tables[conv.sample_id]
         ranks = {
-            numbers[i]: r for i, r in table.rank(v.fts_terms(conv.questions[qi].question)).items()
+            numbers[i]: r for i, r in table.rank(fts_terms(conv.questions[qi].question)).items()
         }
         return {d: weight / (6 + ranks[session_of(d)]) for d, _ in hits if session_of(d) in ranks}
 
@@ -149,7 +149,7 @@ def widened_words(vocab: list[str], vectors: np.ndarray, k: int, tau: float, wei
         table, mask = tables[conv.sample_id]
         extra: list[str] = []
         for term in dict.fromkeys(
-            w for w in words(conv.questions[qi].question) if w not in v.STOPWORDS
+            w for w in words(conv.questions[qi].question) if w not in STOPWORDS
         ):
             sims = np.where(mask, vectors @ vectors[row[term]], -1.0)
             near = [
@@ -232,7 +232,7 @@ def eng_notes_prior(config, path: Path, weights: list[float]) -> list[str]:
     for w in weights:
         sums = [0.0, 0.0, 0.0]
         for q, hits in zip(data["questions"], pools, strict=True):
-            ranks = table.rank(v.fts_terms(q["question"]))
+            ranks = table.rank(fts_terms(q["question"]))
             scores = {n: s + (w / (6 + ranks[of[n]]) if of[n] in ranks else 0.0) for n, s in hits}
             ranked = sorted(scores, key=lambda n: -scores[n])
             for j, k in enumerate((1, 5, 10)):

@@ -20,8 +20,17 @@ import numpy as np
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
-from trusty_memory.common import values as v
 from trusty_memory.common.messages import ImportTriple
+from trusty_memory.common.values import (
+    check_created_at,
+    check_drawer_id,
+    check_nonempty,
+    check_tags,
+    check_text,
+    check_timestamp,
+    check_unit_interval,
+    invalid,
+)
 
 # A vector this close to unit length is stored byte for byte as given (so an export
 # round-trips exactly); anything further off is normalised.
@@ -69,22 +78,22 @@ def vector_from(value: object, dim: int) -> bytes:
     if isinstance(value, bytes | bytearray | memoryview):
         raw = bytes(value)
         if len(raw) != dim * 4:
-            raise v.invalid(f"vector: expected {dim} float32 ({dim * 4} bytes), got {len(raw)}")
+            raise invalid(f"vector: expected {dim} float32 ({dim * 4} bytes), got {len(raw)}")
         arr = np.frombuffer(raw, dtype="<f4")
     elif isinstance(value, list):
         if len(value) != dim:
-            raise v.invalid(f"vector: expected {dim} dimensions, got {len(value)}")
+            raise invalid(f"vector: expected {dim} dimensions, got {len(value)}")
         if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value):
-            raise v.invalid("vector: must be a list of numbers")
+            raise invalid("vector: must be a list of numbers")
         arr = np.asarray(value, dtype="<f4")
         raw = arr.tobytes()
     else:
-        raise v.invalid("vector: must be a list of numbers or base64 float32")
+        raise invalid("vector: must be a list of numbers or base64 float32")
     if not np.isfinite(arr).all():
-        raise v.invalid("vector: must be finite")
+        raise invalid("vector: must be finite")
     norm = float(np.linalg.norm(arr.astype(np.float64)))
     if norm == 0.0:
-        raise v.invalid("vector: must be non-zero")
+        raise invalid("vector: must be non-zero")
     if abs(norm - 1.0) <= UNIT_TOLERANCE:
         return raw
     return (arr / np.float32(norm)).astype("<f4").tobytes()
@@ -132,22 +141,22 @@ def check_drawer(d: DrawerInput, dim: int, max_text_bytes: int) -> CheckedDrawer
     """Every check ``palace_import`` makes on a drawer; raises ``TrustyError``. A drawer
     without an id gets ``derived_drawer_id``."""
     if isinstance(d.hits, bool) or not isinstance(d.hits, int) or d.hits < 0:
-        raise v.invalid(f"hits: must be a non-negative integer, got {d.hits!r}")
+        raise invalid(f"hits: must be a non-negative integer, got {d.hits!r}")
     if d.hits >= HITS_LIMIT:
-        raise v.invalid(f"hits: must be below 2**63, got {d.hits}")
+        raise invalid(f"hits: must be below 2**63, got {d.hits}")
     metadata = None
     if d.metadata is not None:
         metadata = msgspec.json.encode(d.metadata).decode()
-    drawer_id = None if d.drawer_id is None else v.check_drawer_id(d.drawer_id)
-    content = v.check_text(d.content, max_text_bytes, "content")
+    drawer_id = None if d.drawer_id is None else check_drawer_id(d.drawer_id)
+    content = check_text(d.content, max_text_bytes, "content")
     room = names.normalize_room(d.room)
     return CheckedDrawer(
         id=drawer_id or derived_drawer_id(content, room, metadata),
         content=content,
         room=room,
-        tags=v.check_tags(d.tags),
-        importance=v.check_unit_interval(d.importance, "importance"),
-        created_at=v.check_created_at(d.created_at),
+        tags=check_tags(d.tags),
+        importance=check_unit_interval(d.importance, "importance"),
+        created_at=check_created_at(d.created_at),
         hits=d.hits,
         metadata=metadata,
         vector=None if d.vector is None else vector_from(d.vector, dim),
@@ -162,30 +171,30 @@ def _context(value: object, max_text_bytes: int) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise v.invalid(f"context: must be a string or null, got {type(value).__name__}")
-    return v.check_text(value, max_text_bytes, "context").strip() or None
+        raise invalid(f"context: must be a string or null, got {type(value).__name__}")
+    return check_text(value, max_text_bytes, "context").strip() or None
 
 
 def _own_vector(d: DrawerInput, dim: int) -> bytes | None:
     if d.own_vector is None:
         return None
     if d.vector is None:
-        raise v.invalid("own_vector: only beside a vector (it is that vector's own text's)")
+        raise invalid("own_vector: only beside a vector (it is that vector's own text's)")
     try:
         return vector_from(d.own_vector, dim)
     except p.TrustyError as exc:
-        raise v.invalid(f"own_{exc.message}") from None
+        raise invalid(f"own_{exc.message}") from None
 
 
 def check_triple(t: ImportTriple) -> CheckedTriple:
     """Every check ``palace_import`` makes on a triple; raises ``TrustyError``."""
-    valid_to = None if t.valid_to is None else v.check_timestamp(t.valid_to, "valid_to")
+    valid_to = None if t.valid_to is None else check_timestamp(t.valid_to, "valid_to")
     return CheckedTriple(
-        subject=v.check_nonempty(t.subject, "subject"),
-        predicate=v.check_nonempty(t.predicate, "predicate"),
-        object=v.check_nonempty(t.object, "object"),
-        valid_from=v.check_timestamp(t.valid_from, "valid_from"),
+        subject=check_nonempty(t.subject, "subject"),
+        predicate=check_nonempty(t.predicate, "predicate"),
+        object=check_nonempty(t.object, "object"),
+        valid_from=check_timestamp(t.valid_from, "valid_from"),
         valid_to=valid_to,
-        confidence=v.check_unit_interval(t.confidence, "confidence"),
+        confidence=check_unit_interval(t.confidence, "confidence"),
         provenance=t.provenance,
     )

@@ -38,7 +38,7 @@ from trusty_memory.common.names import validate_palace_name
 from trusty_memory.workers.base import Job, Reply, Worker, reply_to
 from trusty_memory.workers.secrets_guard import SecretGuard
 from trusty_memory.workers.store import archive, bulk, context
-from trusty_memory.workers.store import search as store_search
+from trusty_memory.workers.store.search import kg_history, search, stats
 
 EMBED_TIMEOUT_S = 120.0  # covers the model loading on a cold embedder
 REOPEN_EVERY_S = 2.0  # a palace that could not be opened is tried again at most this often
@@ -291,8 +291,8 @@ class PalaceWorker(Worker):
 READ_HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
     Method.MEMORY_LIST: lambda w, params: ListResult(palace=w.palace, drawers=w.store.list(params)),
     Method.KG_QUERY: lambda w, params: w.store.kg_query(params.subject, params.as_of),
-    Method.KG_HISTORY: lambda w, params: store_search.kg_history(w.store, params),
-    Method.MEMORY_SEARCH: lambda w, params: store_search.search(w.store, params),
+    Method.KG_HISTORY: lambda w, params: kg_history(w.store, params),
+    Method.MEMORY_SEARCH: lambda w, params: search(w.store, params),
     Method.PALACE_STATS: lambda w, params: _stats(w),
     Method.DRAWER_GET: lambda w, params: w.store.get(params.drawer_id),
     Method.PALACE_INFO: lambda w, params: w.store.info(),
@@ -306,11 +306,11 @@ READ_HANDLERS: dict[str, Callable[[PalaceWorker, Any], Any]] = {
 
 def _stats(w: PalaceWorker) -> PalaceStats:
     """``palace_stats``, with the drawers whose text had credentials redacted."""
-    stats = store_search.stats(w.store, w.role)
-    stats.redacted_count = w.store.db.conn.execute(
+    result = stats(w.store, w.role)
+    result.redacted_count = w.store.db.conn.execute(
         "SELECT count(*) FROM drawers WHERE redacted > 0"
     ).fetchone()[0]
-    return stats
+    return result
 
 
 def _error(job: Job, exc: p.TrustyError) -> bytes:

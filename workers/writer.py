@@ -18,15 +18,15 @@ import numpy as np
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
-from trusty_memory.common import values as v
 from trusty_memory.common.messages import PalaceHitsParams, RememberParams, ScrubParams, ScrubResult
 from trusty_memory.common.methods import BULK_METHODS, PALACE_METHODS, Method
+from trusty_memory.common.values import check_created_at
 from trusty_memory.workers import scrub
 from trusty_memory.workers.base import Job, Reply
 from trusty_memory.workers.embedder.embedding import DIM
 from trusty_memory.workers.palace import READ_HANDLERS, PalaceWorker, Vectors
 from trusty_memory.workers.store import bulk, context, decay, dedup, ranking
-from trusty_memory.workers.store import edit as store_edit
+from trusty_memory.workers.store.edit import invalidate_fact, restore, update_drawer
 from trusty_memory.workers.store.write import PalaceStore
 
 
@@ -64,7 +64,7 @@ class PalaceWriter(PalaceWorker):
         previous = self.store.last_written()
         for params in remembers:
             try:
-                when = context.seconds_of(v.check_created_at(params.created_at))
+                when = context.seconds_of(check_created_at(params.created_at))
                 drawer = context.Written(names.normalize_room(params.room), when, params.text)
             except (p.TrustyError, ValueError, TypeError):
                 drawer = None  # refused later with its own error
@@ -161,10 +161,8 @@ PalaceWriter.handlers = {
     Method.DREAM_DECAY: lambda w, params: decay.decay_page(w.store, params),
     Method.DREAM_KG_DECAY: lambda w, params: decay.kg_decay_page(w.store, params),
     Method.DREAM_FINISH: lambda w, params: decay.finish(w.store, params),
-    Method.ARCHIVE_RESTORE: lambda w, params: store_edit.restore(w.store, params.drawer_id),
+    Method.ARCHIVE_RESTORE: lambda w, params: restore(w.store, params.drawer_id),
     # Changes in place (``workers/store/edit.py``).
-    Method.MEMORY_UPDATE: lambda w, params: store_edit.update_drawer(
-        w.store, params, w.embedder.encode
-    ),
-    Method.KG_INVALIDATE: lambda w, params: store_edit.invalidate_fact(w.store, params),
+    Method.MEMORY_UPDATE: lambda w, params: update_drawer(w.store, params, w.embedder.encode),
+    Method.KG_INVALIDATE: lambda w, params: invalidate_fact(w.store, params),
 }

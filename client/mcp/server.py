@@ -15,10 +15,12 @@ The modules:
   argument checks, result shapes. No SDK, no ZeroMQ. :mod:`.tools_extended` - what
   ``--tools extended`` adds (off by default, so ``tools/list`` stays the contract's);
   :mod:`.tool_sets` serves either set.
-* this module - wiring: the SDK's low-level ``Server`` with ``tools/list`` and
-  ``tools/call`` handlers (:func:`build_server`), one SDK session fed message by message
-  (:class:`SdkSession`, also the host's), the ``--palace`` default, direct mode with its
-  ``--http`` companion, signals and shutdown, and :func:`run_serve` for the CLI.
+* :mod:`.session` - the SDK's low-level ``Server`` with ``tools/list`` and
+  ``tools/call`` handlers (``build_server``), and one SDK session fed message by message
+  (``SdkSession``, the host's and direct mode's alike), with the ``--palace`` default.
+* :mod:`.direct` - direct mode, with its ``--http`` companion (:mod:`.http`).
+* this module - the entry: flags, which mode, signals and shutdown, and
+  :func:`run_serve` for the CLI.
 
 Start-up order is the point of the design: parse flags, bind ``--http``, start the stdio
 edge (which can already answer ``initialize``), and only then load anything else. torch

@@ -11,7 +11,7 @@ import numpy as np
 import sqlite_utils
 
 from trusty_memory.workers.store import context
-from trusty_memory.workers.store import schema as store_schema
+from trusty_memory.workers.store.schema import MIGRATIONS, mentioned_days
 
 from .test_store import fake_embed
 from .test_store_edit import migrated_file
@@ -23,9 +23,9 @@ def palace_at_version(path: Path, version: int) -> sqlite_utils.Database:
     """A palace file as release ``version`` of the schema left it (with the SQL function
     its triggers call, as ``schema.connect`` registers it)."""
     conn = sqlite3.connect(str(path))
-    conn.create_function("trusty_days", 2, store_schema.mentioned_days)
+    conn.create_function("trusty_days", 2, mentioned_days)
     db = sqlite_utils.Database(conn)
-    for at, migration in enumerate(store_schema.MIGRATIONS[:version], start=1):
+    for at, migration in enumerate(MIGRATIONS[:version], start=1):
         migration(db)
         db.execute(f"PRAGMA user_version = {at}")
     return db

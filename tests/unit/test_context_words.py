@@ -28,9 +28,9 @@ from trusty_memory.common.messages import (
     UpdateParams,
 )
 from trusty_memory.workers.store import archive, bulk, context
-from trusty_memory.workers.store import edit as store_edit
 from trusty_memory.workers.store import rows as store_rows
-from trusty_memory.workers.store import search as store_search
+from trusty_memory.workers.store.edit import archive_restore, restore, update_drawer
+from trusty_memory.workers.store.search import search
 from trusty_memory.workers.store.write import PalaceStore
 
 from .test_store import DIM, SETTINGS, at_cosine, fake_embed, fill, sql
@@ -133,9 +133,9 @@ def converse(store: PalaceStore) -> tuple[str, str]:
 def test_keyword_search_matches_only_a_drawers_own_words(store, palace_dir):
     _, rid = converse(store)
     assert stored_context(palace_dir, rid) == "Caroline where did you go hiking last weekend"
-    found = store_search.search(store, SearchParams(query="hiking"))
+    found = search(store, SearchParams(query="hiking"))
     assert [h.content for h in found.drawers] == [QUESTION]
-    found = store_search.search(store, SearchParams(query="Zugspitze"))
+    found = search(store, SearchParams(query="Zugspitze"))
     assert [h.content for h in found.drawers] == [REPLY]
 
 
@@ -147,15 +147,15 @@ def test_update_forget_archive_and_restore_keep_full_text_search_whole(store, pa
     with store.transaction() as conn:
         archive.archive_row(conn, row, "pruned", None)
     fts_intact(palace_dir)
-    store_edit.archive_restore(store, rid)
+    archive_restore(store, rid)
     assert stored_context(palace_dir, rid) == words
     fts_intact(palace_dir)
     # A new text is its own vector alone, and so carries no predecessor's words.
     update = UpdateParams(drawer_id=rid, text="Up the Watzmann instead.")
-    result = store_edit.update_drawer(store, update, embed)
+    result = update_drawer(store, update, embed)
     assert stored_context(palace_dir, rid) is None
     fts_intact(palace_dir)
-    store_edit.restore(store, result.previous_version)
+    restore(store, result.previous_version)
     assert stored_context(palace_dir, rid) == words
     store.forget(qid)
     store.forget(rid)

@@ -172,7 +172,7 @@ def test_bounded_bm25_scores_rare_term_drawers_with_every_term(store, monkeypatc
     """With a budget smaller than a common word's drawer count, BM25 scores only drawers
     holding a rarer term, but still by all terms: the drawer with both ranks first, and
     the order matches the unbounded ranking for every drawer holding the rare term."""
-    from trusty_memory.workers.store import ranking as retrieval
+    from trusty_memory.workers.store import ranking
 
     fill(store, 300, prefix="deploy note")  # "deploy" and "note" in 300 drawers each
     both = remember(store, "deploy the kraken service", room="Ops")
@@ -183,14 +183,14 @@ def test_bounded_bm25_scores_rare_term_drawers_with_every_term(store, monkeypatc
         drawer_id: lbl for lbl, drawer_id in store._conn.execute("SELECT label, id FROM drawers")
     }
     unbounded = [label[d] for d in (both, rare_only, long_rare)]
-    full = retrieval.bm25(store, query, 50, None, None)
-    monkeypatch.setattr(retrieval, "BM25_POSTINGS_BUDGET", 10)
+    full = ranking.bm25(store, query, 50, None, None)
+    monkeypatch.setattr(ranking, "BM25_POSTINGS_BUDGET", 10)
     store.term_counts.counts.clear()
-    bounded = retrieval.bm25(store, query, 50, None, None)
+    bounded = ranking.bm25(store, query, 50, None, None)
     assert bounded == [label for label in full if label in unbounded] == unbounded
-    assert retrieval.bm25(store, query, 50, "Ops", None) == [unbounded[0]]
-    assert retrieval.bm25(store, query, 50, None, "no-such-tag") == []
-    assert retrieval.bm25(store, "zzz-unknown words", 50, None, None) == []
+    assert ranking.bm25(store, query, 50, "Ops", None) == [unbounded[0]]
+    assert ranking.bm25(store, query, 50, None, "no-such-tag") == []
+    assert ranking.bm25(store, "zzz-unknown words", 50, None, None) == []
 
 
 def test_deep_recall_lifts_the_episode_neighbour_of_a_hit(store, monkeypatch):
@@ -198,7 +198,7 @@ def test_deep_recall_lifts_the_episode_neighbour_of_a_hit(store, monkeypatch):
     same room within minutes share part of each other's score, so the reply (second by
     vector, a little behind) overtakes a decoy (first by vector, another day) only with
     episodes on."""
-    from trusty_memory.workers.store import ranking as retrieval
+    from trusty_memory.workers.store import ranking
 
     query = fake_embed("the query")
     near_query = functools.partial(at_cosine, query)
@@ -225,7 +225,7 @@ def test_deep_recall_lifts_the_episode_neighbour_of_a_hit(store, monkeypatch):
     with_episodes = order()
     assert with_episodes[:3] == [question.text, reply.text, "decoy"]
     assert "Priya, in Ops" not in with_episodes  # another room is another episode
-    monkeypatch.setattr(retrieval, "EPISODE_WEIGHT", 0.0)
+    monkeypatch.setattr(ranking, "EPISODE_WEIGHT", 0.0)
     without = order()
     assert without.index("decoy") < without.index(reply.text)
 
@@ -278,7 +278,7 @@ def test_deep_recall_finds_a_drawer_through_the_top_hit_words(store, monkeypatch
     """Pseudo-relevance feedback: a note that shares none of the question's words but a
     rare word of the best hit ("Okonkwo") climbs into the top 10 only with feedback on,
     over decoys that are closer by vector and share nothing with the hit."""
-    from trusty_memory.workers.store import ranking as retrieval
+    from trusty_memory.workers.store import ranking
 
     query = fake_embed("the query")
     near_query = functools.partial(at_cosine, query)
@@ -303,7 +303,7 @@ def test_deep_recall_finds_a_drawer_through_the_top_hit_words(store, monkeypatch
     with_feedback = top()
     assert with_feedback[0] == hit.text
     assert answer.text in with_feedback
-    monkeypatch.setattr(retrieval, "FEEDBACK_WEIGHT", 0.0)
+    monkeypatch.setattr(ranking, "FEEDBACK_WEIGHT", 0.0)
     assert answer.text not in top()
 
 
@@ -311,7 +311,7 @@ def test_deep_recall_ranks_what_was_written_in_the_month_a_question_names(store,
     """ "In March, which envoy version did the gateway get?": of a dozen look-alike notes,
     one a month, the one written in March comes first once the date list is in, though
     another is closer by vector."""
-    from trusty_memory.workers.store import ranking as retrieval
+    from trusty_memory.workers.store import ranking
 
     query = fake_embed("the query")
     near_query = functools.partial(at_cosine, query)
@@ -335,7 +335,7 @@ def test_deep_recall_ranks_what_was_written_in_the_month_a_question_names(store,
 
     assert top() == "auth gateway envoy pinned to 1.3"
     assert store.recall(question, query, 5, deep=True)[0].score <= 1.0
-    monkeypatch.setattr(retrieval, "DATE_WEIGHT", 0.0)
+    monkeypatch.setattr(ranking, "DATE_WEIGHT", 0.0)
     assert top() != "auth gateway envoy pinned to 1.3"
 
 
@@ -361,7 +361,7 @@ def test_deep_recall_finds_a_note_written_the_day_after_the_date_a_question_name
 
 
 def test_the_days_a_drawer_speaks_of_follow_it_through_every_write(store, palace_dir):
-    """Kept by triggers (``store_schema._v8_mentioned_days``): written with the drawer,
+    """Kept by triggers (``schema._v8_mentioned_days``): written with the drawer,
     gone with it, read again when a merge moves its time."""
 
     def days() -> list[tuple[str, str, str]]:
@@ -401,18 +401,16 @@ def test_dates_at_the_edges_of_the_calendar_do_not_break_deep_recall(store):
 
 
 def test_a_date_covering_half_the_palace_or_more_adds_no_list(store):
-    from trusty_memory.workers.store import ranking as retrieval
+    from trusty_memory.workers.store import ranking
 
     fill(store, 20, created_at="2026-03-02T08:00:00Z")
     fill(store, 10, prefix="other", created_at="2026-05-02T08:00:00Z")
     query = fake_embed("q")
-    assert retrieval.date_ranking(store, "what happened in March?", query, 50, None) == []
-    may = retrieval.date_ranking(store, "what happened in May?", query, 50, None)
+    assert ranking.date_ranking(store, "what happened in March?", query, 50, None) == []
+    may = ranking.date_ranking(store, "what happened in May?", query, 50, None)
     assert len(may) == 10
-    assert (
-        retrieval.date_ranking(store, "what happened in May?", query, 50, set(may[:3])) == may[:3]
-    )
-    assert retrieval.date_ranking(store, "what happened?", query, 50, None) == []
+    assert ranking.date_ranking(store, "what happened in May?", query, 50, set(may[:3])) == may[:3]
+    assert ranking.date_ranking(store, "what happened?", query, 50, None) == []
 
 
 def test_a_word_unknown_at_one_deep_recall_is_found_after_it_is_written(store):
@@ -862,7 +860,7 @@ def test_the_vectors_first_stays_in_deep_recalls_top_three():
 def test_episodes_join_only_notes_that_continue_each_other(store, monkeypatch):
     """Standalone notes written seconds apart in one room are no episode (each stands
     alone); a question and its answer are."""
-    from trusty_memory.workers.store import ranking as retrieval
+    from trusty_memory.workers.store import ranking
 
     t = "2026-01-05T10:00:0{}Z"
     texts = ["ledger stores amounts as int64 cents.", "atlas lazy-loads the map view.",
@@ -874,11 +872,11 @@ def test_episodes_join_only_notes_that_continue_each_other(store, monkeypatch):
         ]
     )
     labels = [row[0] for row in store._conn.execute("SELECT label FROM drawers ORDER BY label")]
-    same = retrieval.episodes(store, set(labels))
+    same = ranking.episodes(store, set(labels))
     assert not same(labels[0], labels[1])
     assert same(labels[2], labels[3]) and same(labels[3], labels[2])
-    monkeypatch.setattr(retrieval, "EPISODES_CONTINUE", 0)
-    assert retrieval.episodes(store, set(labels))(labels[0], labels[1])  # room and time alone
+    monkeypatch.setattr(ranking, "EPISODES_CONTINUE", 0)
+    assert ranking.episodes(store, set(labels))(labels[0], labels[1])  # room and time alone
 
 
 def test_deep_recall_answers_first_by_meaning_when_only_the_words_favour_another(
@@ -887,7 +885,7 @@ def test_deep_recall_answers_first_by_meaning_when_only_the_words_favour_another
     """Issue 37: a standalone note first by meaning, asked in other words, stays deep
     recall's first answer over a note that holds the question's words but is clearly
     further by meaning (0.2 of cosine); within the margin the words still decide."""
-    from trusty_memory.workers.store import ranking as retrieval
+    from trusty_memory.workers.store import ranking
 
     query = fake_embed("how does the billing code keep money")
     near_query = functools.partial(at_cosine, query)
@@ -907,11 +905,11 @@ def test_deep_recall_answers_first_by_meaning_when_only_the_words_favour_another
     def first() -> str:
         return store.recall("how does the billing code keep money", query, 5, deep=True)[0].content
 
-    assert retrieval.MEANING_FIRST_MARGIN <= 0.2
+    assert ranking.MEANING_FIRST_MARGIN <= 0.2
     assert first() == meant.text
-    monkeypatch.setattr(retrieval, "MEANING_FIRST_MARGIN", 0.25)
+    monkeypatch.setattr(ranking, "MEANING_FIRST_MARGIN", 0.25)
     assert first() == worded.text  # within the margin: the words' evidence decides
-    monkeypatch.setattr(retrieval, "MEANING_FIRST_MARGIN", -1.0)
+    monkeypatch.setattr(ranking, "MEANING_FIRST_MARGIN", -1.0)
     assert first() == worded.text  # off: rank fusion alone
 
 

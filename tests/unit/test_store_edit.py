@@ -26,11 +26,10 @@ from trusty_memory.common.messages import (
 )
 from trusty_memory.common.protocol import ErrorCode, TrustyError
 from trusty_memory.common.values import check_timestamp
-from trusty_memory.workers.store import archive, decay
-from trusty_memory.workers.store import edit as store_edit
-from trusty_memory.workers.store import schema as store_schema
-from trusty_memory.workers.store import search as store_search
+from trusty_memory.workers.store import archive, decay, search
+from trusty_memory.workers.store.edit import invalidate_fact, restore, update_drawer
 from trusty_memory.workers.store.read import ReadStore
+from trusty_memory.workers.store.schema import MIGRATIONS, SCHEMA_VERSION, connect, user_version
 from trusty_memory.workers.store.write import PalaceStore
 
 
@@ -51,7 +50,7 @@ def store(palace_dir):
 
 
 def update(store, drawer_id, **fields):
-    return store_edit.update_drawer(store, UpdateParams(drawer_id=drawer_id, **fields), embed)
+    return update_drawer(store, UpdateParams(drawer_id=drawer_id, **fields), embed)
 
 
 def test_update_text_keeps_the_id_and_archives_the_previous_version(store, palace_dir):
@@ -69,9 +68,9 @@ def test_update_text_keeps_the_id_and_archives_the_previous_version(store, palac
     # The new text is what recall and search find; the old one only in the archive.
     hits = store.recall("vault keys", fake_embed(after.content), top_k=1)
     assert hits[0].drawer_id == did and hits[0].content == after.content
-    found = store_search.search(store, SearchParams(query="moved"))
+    found = search.search(store, SearchParams(query="moved"))
     assert [h.drawer_id for h in found.drawers] == [did]
-    assert store_search.search(store, SearchParams(query='"vault path ops deploy"')).drawers == []
+    assert search.search(store, SearchParams(query='"vault path ops deploy"')).drawers == []
     archived = archive.archive_list(store, ArchiveListParams(reason="updated")).drawers
     assert [(a.drawer_id, a.merged_into, a.content) for a in archived] == [
         (result.previous_version, did, before.content)
@@ -82,14 +81,14 @@ def test_update_text_keeps_the_id_and_archives_the_previous_version(store, palac
 def test_restoring_a_version_puts_it_back_and_archives_what_it_replaces(store):
     did = remember(store, "Standup is at 9:30.")
     first = update(store, did, text="Standup is at 10:00.", importance=0.9)
-    restored = store_edit.restore(store, first.previous_version)
+    restored = restore(store, first.previous_version)
     assert (restored.drawer_id, restored.status) == (did, "restored")
     back = store.get(did)
     assert back.content == "Standup is at 9:30." and back.importance == 0.5
     versions = archive.archive_list(store, ArchiveListParams(reason="updated")).drawers
     assert [v.content for v in versions] == ["Standup is at 10:00."]
     # The restore is undone the same way.
-    store_edit.restore(store, versions[0].drawer_id)
+    restore(store, versions[0].drawer_id)
     assert store.get(did).content == "Standup is at 10:00."
 
 
@@ -112,7 +111,7 @@ def test_a_context_mixed_drawer_updated_and_restored_keeps_its_own_vector(store,
     [(new_vector, new_own)] = sql(palace_dir, query, did)
     assert new_own is None
     assert np.allclose(np.frombuffer(new_vector, "<f4"), fake_embed("The cache TTL is 300 s."))
-    store_edit.restore(store, first.previous_version)
+    restore(store, first.previous_version)
     assert sql(palace_dir, query, did) == [(vector, own_vector)]
 
 
@@ -151,7 +150,7 @@ def test_search_pages_with_a_cursor_and_filters(store):
     lexer = remember(store, "release note about the lexer", room="Backend")
     seen, cursor = [], None
     while True:
-        page = store_search.search(
+        page = search.search(
             store, SearchParams(query="release parser", room="Planning", limit=2, cursor=cursor)
         )
         seen += [h.drawer_id for h in page.drawers]
@@ -162,9 +161,9 @@ def test_search_pages_with_a_cursor_and_filters(store):
     assert sorted(seen) == sorted(ids)
     # Listing (no query): last written first, a cursor by label, so a drawer written between
     # pages neither shifts the next page nor appears in it, and none is repeated or skipped.
-    first = store_search.search(store, SearchParams(limit=4))
+    first = search.search(store, SearchParams(limit=4))
     remember(store, "written between pages")
-    second = store_search.search(store, SearchParams(limit=4, cursor=first.next_cursor))
+    second = search.search(store, SearchParams(limit=4, cursor=first.next_cursor))
     listed = [h.drawer_id for h in first.drawers + second.drawers]
     assert listed == [lexer, *reversed(ids)] and second.next_cursor is None
 
@@ -174,21 +173,21 @@ def test_search_phrases_times_and_bad_cursors(store):
         store, "the rate limit is 100 requests per minute", created_at="2026-01-05T10:00:00Z"
     )
     remember(store, "limit the rate of retries", created_at="2026-03-01T10:00:00Z")
-    assert [h.drawer_id for h in store_search.search(
+    assert [h.drawer_id for h in search.search(
         store, SearchParams(query='"rate limit"')).drawers] == [a]  # fmt: skip
-    march = store_search.search(store, SearchParams(query="rate limit", since="2026-02-01"))
+    march = search.search(store, SearchParams(query="rate limit", since="2026-02-01"))
     assert [h.content for h in march.drawers] == ["limit the rate of retries"]
-    january = store_search.search(store, SearchParams(until="2026-02-01T00:00:00+00:00"))
+    january = search.search(store, SearchParams(until="2026-02-01T00:00:00+00:00"))
     assert [h.drawer_id for h in january.drawers] == [a]
-    page = store_search.search(store, SearchParams(query="rate", limit=1))
+    page = search.search(store, SearchParams(query="rate", limit=1))
     with pytest.raises(TrustyError, match="another query"):
-        store_search.search(store, SearchParams(query="limit", limit=1, cursor=page.next_cursor))
+        search.search(store, SearchParams(query="limit", limit=1, cursor=page.next_cursor))
     with pytest.raises(TrustyError, match="not a cursor"):
-        store_search.search(store, SearchParams(query="rate", cursor="garbage!"))
+        search.search(store, SearchParams(query="rate", cursor="garbage!"))
     with pytest.raises(TrustyError, match="no words"):
-        store_search.search(store, SearchParams(query='"" !!'))
+        search.search(store, SearchParams(query='"" !!'))
     with pytest.raises(TrustyError, match="since: not an RFC 3339"):
-        store_search.search(store, SearchParams(since="last week"))
+        search.search(store, SearchParams(since="last week"))
 
 
 def test_fact_history_as_of_and_invalidate(store):
@@ -200,20 +199,18 @@ def test_fact_history_as_of_and_invalidate(store):
     assert [t.object for t in store.kg_query("svc").triples] == ["bob"]
     assert [t.object for t in store.kg_query("svc", as_of=between).triples] == ["alice"]
     assert store.kg_query("svc", as_of="2000-01-01").triples == []
-    history = store_search.kg_history(store, KgHistoryParams(subject="svc"))
+    history = search.kg_history(store, KgHistoryParams(subject="svc"))
     assert [(t.object, t.valid_to is None) for t in history.triples] == [
         ("alice", False),
         ("bob", True),
     ]
     with pytest.raises(TrustyError, match="it is now 'bob'"):
-        store_edit.invalidate_fact(
-            store, KgInvalidateParams(subject="svc", predicate="owner", object="alice")
-        )
-    closed = store_edit.invalidate_fact(store, KgInvalidateParams(subject="svc", predicate="owner"))
+        invalidate_fact(store, KgInvalidateParams(subject="svc", predicate="owner", object="alice"))
+    closed = invalidate_fact(store, KgInvalidateParams(subject="svc", predicate="owner"))
     assert (closed.status, closed.object) == ("invalidated", "bob")
     assert store.kg_query("svc").triples == []
     with pytest.raises(TrustyError) as exc:
-        store_edit.invalidate_fact(store, KgInvalidateParams(subject="svc", predicate="owner"))
+        invalidate_fact(store, KgInvalidateParams(subject="svc", predicate="owner"))
     assert exc.value.code == ErrorCode.FACT_NOT_FOUND
 
 
@@ -224,12 +221,12 @@ def test_a_reader_follows_updates_and_answers_the_new_reads(store, palace_dir):
         update(store, did, text="The cache TTL is 300s.", room="Configuration")
         reader.refresh()
         assert reader.get(did).content == "The cache TTL is 300s."
-        assert [h.drawer_id for h in store_search.search(
+        assert [h.drawer_id for h in search.search(
             reader, SearchParams(query="300s", room="Configuration")).drawers] == [did]  # fmt: skip
         vec = fake_embed("The cache TTL is 300s.")
         assert [h.drawer_id for h in reader.recall("q", vec, room="Configuration")] == [did]
         assert reader.recall("q", vec, room="Backend") == []
-        stats = store_search.stats(reader, "reader")
+        stats = search.stats(reader, "reader")
         assert stats.drawer_count == 1 and stats.room_counts == {"Configuration": 1}
         assert stats.archived_count == 1 and stats.index_lag == 0 and stats.db_bytes > 0
     finally:
@@ -251,7 +248,7 @@ def test_setting_importance_undoes_the_dreamers_decay(store, palace_dir):
 def palace_at_version(path: Path, version: int) -> sqlite_utils.Database:
     """Test helper: a palace file as release ``version`` of the schema left it."""
     db = sqlite_utils.Database(sqlite3.connect(str(path)))
-    for at, migration in enumerate(store_schema.MIGRATIONS[:version], start=1):
+    for at, migration in enumerate(MIGRATIONS[:version], start=1):
         migration(db)
         db.execute(f"PRAGMA user_version = {at}")
     return db
@@ -263,9 +260,9 @@ def migrated_file(db: sqlite_utils.Database, path: Path) -> Iterator[sqlite_util
     program does, which migrates it to this schema version."""
     db.conn.commit()
     db.close()
-    migrated = store_schema.connect(path)
+    migrated = connect(path)
     try:
-        assert store_schema.user_version(migrated) == store_schema.SCHEMA_VERSION
+        assert user_version(migrated) == SCHEMA_VERSION
         yield migrated
     finally:
         migrated.close()
@@ -302,12 +299,12 @@ def test_a_version_2_palace_keeps_its_archive_through_the_migration(tmp_path):
 def test_stats_list_the_dreamers_last_passes_newest_first(store):
     from trusty_memory.common.messages import DreamFinishParams
 
-    assert store_search.stats(store, "writer").dream_passes == []
+    assert search.stats(store, "writer").dream_passes == []
     for merged in range(12):
         decay.finish(
             store, DreamFinishParams(duration_s=0.5, merged=merged, truncated=merged == 11)
         )
-    passes = store_search.stats(store, "writer").dream_passes
+    passes = search.stats(store, "writer").dream_passes
     assert [r.merged for r in passes] == list(range(11, 1, -1))  # the last ten
     assert passes[0].truncated and not passes[1].truncated and passes[0].duration_s == 0.5
 
@@ -341,7 +338,7 @@ def test_times_before_year_1000_are_stored_with_four_digits_and_order_as_text(st
         ("0005-01-02T03:04:05Z",),
         ("2026-01-05T10:00:00Z",),
     ]
-    until = store_search.search(store, SearchParams(until="1000-01-01")).drawers
+    until = search.search(store, SearchParams(until="1000-01-01")).drawers
     assert [h.drawer_id for h in until] == [old]
     assert check_timestamp("0753-04-21", "valid_from") == "0753-04-21T00:00:00Z"  # imports
 
@@ -392,5 +389,5 @@ def test_search_text_is_never_fts_syntax(store):
     a = remember(store, "NEAR the column: price ^ (rate) - limit")
     for query in ("content: price", "NEAR(rate limit)", "^price", "-limit", '"rate', "(rate",
                   "rate OR", "AND price", "price AND", "* rate", "pri*", "NOT price"):  # fmt: skip
-        hits = store_search.search(store, SearchParams(query=query)).drawers
+        hits = search.search(store, SearchParams(query=query)).drawers
         assert [h.drawer_id for h in hits] == [a], query

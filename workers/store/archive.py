@@ -17,8 +17,8 @@ import json
 from typing import TYPE_CHECKING
 
 from trusty_memory.common import protocol as p
-from trusty_memory.common import values as v
 from trusty_memory.common.messages import ArchivedDrawer, ArchiveListParams, ArchiveListResult
+from trusty_memory.common.values import check_limit, invalid, now_rfc3339
 from trusty_memory.workers.store import rows
 from trusty_memory.workers.store.rows import Row
 
@@ -34,7 +34,7 @@ def archive_row(
     conn: sqlite3.Connection, row: Row, reason: str, merged_into: str | None, *, delete=True
 ) -> None:
     """Move one drawer to the archive: copy, then (unless ``delete`` is false) delete."""
-    now = v.now_rfc3339()
+    now = now_rfc3339()
     conn.execute(
         "INSERT OR REPLACE INTO archive (id, content, room, tags, importance, base_importance,"
         " created_at, hits, content_hash, vector, metadata, archived_at, reason, merged_into,"
@@ -63,14 +63,12 @@ def archive_row(
 
 
 def archive_list(store: ReadStore, params: ArchiveListParams) -> ArchiveListResult:
-    limit = v.check_limit(params.limit, ARCHIVE_LIMIT_MAX)
+    limit = check_limit(params.limit, ARCHIVE_LIMIT_MAX)
     where = ["seq > ?"]
     args: list[str | int] = [params.after]  # the placeholders' values, in order
     if params.reason is not None:
         if params.reason not in ("pruned", "merged", "updated"):
-            raise v.invalid(
-                f"reason: must be 'pruned', 'merged' or 'updated', got {params.reason!r}"
-            )
+            raise invalid(f"reason: must be 'pruned', 'merged' or 'updated', got {params.reason!r}")
         where.append("reason = ?")
         args.append(params.reason)
     found = store.db.conn.execute(

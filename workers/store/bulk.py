@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trusty_memory.common import protocol as p
-from trusty_memory.common import values as v
 from trusty_memory.common.import_checks import (
     CheckedDrawer,
     CheckedTriple,
@@ -49,6 +48,7 @@ from trusty_memory.common.messages import (
     ImportParams,
     ImportResult,
 )
+from trusty_memory.common.values import TRIPLE_COLUMNS, invalid, triple_of, unit_vector
 from trusty_memory.workers.store import context, ranking
 from trusty_memory.workers.store.rows import inserted_label, log_changes
 from trusty_memory.workers.store.state import DrawerPlace
@@ -194,7 +194,7 @@ def _embed_missing(drawers: list[CheckedDrawer], embed: Embed, dim: int) -> None
         chunk = drawers[start : start + EMBED_CHUNK]
         block = embed([d.content for d in chunk])
         for d, row in zip(chunk, block, strict=True):
-            d.vector = v.unit_vector(row, dim).astype("<f4").tobytes()
+            d.vector = unit_vector(row, dim).astype("<f4").tobytes()
 
 
 def _content_hash(content: str) -> str:
@@ -219,12 +219,12 @@ def export_page(store: PalaceStore, params: ExportParams) -> ExportResult:
     """One page of drawers (by label) or triples (by id) after the cursor ``after``."""
     limit = params.limit
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= EXPORT_LIMIT_MAX:
-        raise v.invalid(f"limit: must be an integer in 1..{EXPORT_LIMIT_MAX}, got {limit!r}")
+        raise invalid(f"limit: must be an integer in 1..{EXPORT_LIMIT_MAX}, got {limit!r}")
     if params.kind == "drawers":
         return _export_drawers(store, params.after, limit, params.vectors)
     if params.kind == "triples":
         return _export_triples(store, params.after, limit)
-    raise v.invalid(f"kind: must be 'drawers' or 'triples', got {params.kind!r}")
+    raise invalid(f"kind: must be 'drawers' or 'triples', got {params.kind!r}")
 
 
 def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -> ExportResult:
@@ -257,9 +257,9 @@ def _export_drawers(store: PalaceStore, after: int, limit: int, vectors: bool) -
 
 def _export_triples(store: PalaceStore, after: int, limit: int) -> ExportResult:
     rows = store.db.conn.execute(
-        f"SELECT id, {v.TRIPLE_COLUMNS} FROM triples WHERE id > ? ORDER BY id LIMIT ?",
+        f"SELECT id, {TRIPLE_COLUMNS} FROM triples WHERE id > ? ORDER BY id LIMIT ?",
         (after, limit),
     ).fetchall()
-    triples = [v.triple_of(r[1:]) for r in rows]
+    triples = [triple_of(r[1:]) for r in rows]
     next_after = rows[-1][0] if len(rows) == limit else None
     return ExportResult(triples=triples, next_after=next_after)

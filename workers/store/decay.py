@@ -22,7 +22,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from trusty_memory.common import values as v
 from trusty_memory.common.messages import (
     DreamDecayParams,
     DreamDecayResult,
@@ -31,6 +30,7 @@ from trusty_memory.common.messages import (
     DreamKgDecayResult,
     PalaceInfo,
 )
+from trusty_memory.common.values import check_created_at, check_limit, check_unit_interval, invalid
 from trusty_memory.workers.store import archive, dream_log, rows
 from trusty_memory.workers.store.rows import Row
 
@@ -73,12 +73,12 @@ def parse_time(timestamp: str) -> datetime:
 
 
 def _now(value: str | None) -> datetime:
-    return parse_time(v.check_created_at(value)) if value else datetime.now(UTC)
+    return parse_time(check_created_at(value)) if value else datetime.now(UTC)
 
 
 def _check_half_life(value: float, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise v.invalid(f"{field}: must be a positive number of days, got {value!r}")
+        raise invalid(f"{field}: must be a positive number of days, got {value!r}")
     return float(value)
 
 
@@ -92,9 +92,9 @@ def decay_page(store: PalaceStore, params: DreamDecayParams) -> DreamDecayResult
     the foreground requests queued behind this batch. The worker takes it when it next
     idles; a crash before then costs a change-log replay on open, never data.
     """
-    limit = v.check_limit(params.limit, 10_000)
+    limit = check_limit(params.limit, 10_000)
     half_life = _check_half_life(params.half_life_days, "half_life_days")
-    prune_below = v.check_unit_interval(params.prune_below, "prune_below")
+    prune_below = check_unit_interval(params.prune_below, "prune_below")
     now = _now(params.now)
     conn = store.db.conn
     page = rows.where(conn, "label > ? ORDER BY label LIMIT ?", [params.after, limit])
@@ -133,7 +133,7 @@ def decay_page(store: PalaceStore, params: DreamDecayParams) -> DreamDecayResult
 
 def kg_decay_page(store: PalaceStore, params: DreamKgDecayParams) -> DreamKgDecayResult:
     """Decay the confidence of one page of active triples; ONE transaction."""
-    limit = v.check_limit(params.limit, 10_000)
+    limit = check_limit(params.limit, 10_000)
     half_life = _check_half_life(params.half_life_days, "half_life_days")
     now = _now(params.now)
     found = store.db.conn.execute(

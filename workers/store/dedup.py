@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trusty_memory.common import bounds
-from trusty_memory.common import values as v
 from trusty_memory.common.messages import (
     DistinctPair,
     DreamMergeParams,
@@ -52,6 +51,7 @@ from trusty_memory.common.messages import (
     DuplicatePair,
     MergeAction,
 )
+from trusty_memory.common.values import check_limit, check_unit_interval, invalid, unit_vector
 from trusty_memory.workers.store import archive, rows
 from trusty_memory.workers.store.rows import Row
 from trusty_memory.workers.store.same_fact import same_fact, wording_key
@@ -84,8 +84,8 @@ def scan_duplicates(store: PalaceStore, params: DreamScanParams) -> DreamScanRes
     own vector, and the own vectors decide. Pairs that pass all but ``same_fact`` come back as
     ``distinct``, with the reason. Exact duplicates come from the content-hash index.
     """
-    limit = v.check_limit(params.limit, 5000)
-    threshold = v.check_unit_interval(params.threshold, "threshold")
+    limit = check_limit(params.limit, 5000)
+    threshold = check_unit_interval(params.threshold, "threshold")
     k = max(2, min(int(params.neighbours) + 1, 64))
     conn = store.db.conn
     page = rows.where(conn, "label > ? ORDER BY label LIMIT ?", [params.after, limit])
@@ -165,9 +165,9 @@ def merge_groups(store: PalaceStore, params: DreamMergeParams, embed: Embed) -> 
     is no drawer's text (several wordings joined); it is called at most once per request,
     before the transaction, never in a dry run.
     """
-    threshold = v.check_unit_interval(params.threshold, "threshold")
+    threshold = check_unit_interval(params.threshold, "threshold")
     if len(params.groups) > 1000:
-        raise v.invalid(f"groups: at most 1000 per request, got {len(params.groups)}")
+        raise invalid(f"groups: at most 1000 per request, got {len(params.groups)}")
     conn = store.db.conn
     plans: list[_Plan] = []
     distinct: list[DistinctPair] = []
@@ -224,7 +224,7 @@ def merge_groups(store: PalaceStore, params: DreamMergeParams, embed: Embed) -> 
     if joined:
         vectors = embed([plan.content for plan in joined])
         for plan, vector in zip(joined, vectors, strict=True):
-            plan.vector = v.unit_vector(vector, store.dim).astype("<f4").tobytes()
+            plan.vector = unit_vector(vector, store.dim).astype("<f4").tobytes()
     outcomes: list[tuple[int, list[Row], Row, list[str]]] = []
     with store.transaction() as conn:
         for plan in plans:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypedDict
 
-from trusty_memory.common import values as v
+from trusty_memory.common.values import now_rfc3339
 
 if TYPE_CHECKING:
     import sqlite3
@@ -24,7 +24,7 @@ def log_pass(conn: sqlite3.Connection, params: DreamFinishParams) -> None:
         "INSERT INTO dream_log (finished_at, duration_s, merged, decayed, archived,"
         " kg_decayed, truncated) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
-            v.now_rfc3339(),
+            now_rfc3339(),
             float(params.duration_s),
             int(params.merged),
             int(params.decayed),

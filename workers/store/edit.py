@@ -29,13 +29,22 @@ import numpy as np
 
 from trusty_memory.common import names
 from trusty_memory.common import protocol as p
-from trusty_memory.common import values as v
 from trusty_memory.common.messages import (
     KgInvalidateParams,
     KgInvalidateResult,
     RestoreResult,
     UpdateParams,
     UpdateResult,
+)
+from trusty_memory.common.values import (
+    canonical_id,
+    check_nonempty,
+    check_tags,
+    check_text,
+    check_unit_interval,
+    invalid,
+    now_rfc3339,
+    unit_vector,
 )
 from trusty_memory.workers.store import archive, rows
 from trusty_memory.workers.store.rows import Row
@@ -51,23 +60,23 @@ Embed = Callable[[list[str]], np.ndarray]
 
 def update_drawer(store: PalaceStore, params: UpdateParams, embed: Embed) -> UpdateResult:
     """Change a drawer's text, room, tags and/or importance; archive the previous version."""
-    drawer_id = v.canonical_id(params.drawer_id)
+    drawer_id = canonical_id(params.drawer_id)
     given = (params.text, params.room, params.tags, params.importance)
     if all(value is None for value in given):
-        raise v.invalid("nothing to update: give text, room, tags or importance")
+        raise invalid("nothing to update: give text, room, tags or importance")
     text = None
     if params.text is not None:
-        text = v.check_text(params.text, store.settings.max_text_bytes)
+        text = check_text(params.text, store.settings.max_text_bytes)
     room = names.normalize_room(params.room) if params.room is not None else None
-    tags = v.check_tags(params.tags) if params.tags is not None else None
+    tags = check_tags(params.tags) if params.tags is not None else None
     importance = None
     if params.importance is not None:
-        importance = v.check_unit_interval(params.importance, "importance")
+        importance = check_unit_interval(params.importance, "importance")
     current = _live_row(store, drawer_id)
     vector = None
     if text is not None and text != current.content:
         # Embedded before the transaction: the embedder is a round trip through the broker.
-        vector = v.unit_vector(embed([text])[0], store.dim).astype("<f4").tobytes()
+        vector = unit_vector(embed([text])[0], store.dim).astype("<f4").tobytes()
     with store.transaction() as conn:
         # Read again: the transaction has just added the pending recall hits to the row. Its
         # text is still ``current``'s (only this process writes), so ``vector`` is the new one.
@@ -89,7 +98,7 @@ def update_drawer(store: PalaceStore, params: UpdateParams, embed: Embed) -> Upd
         # Against both: the dreamer's decay may have moved the effective value off the base.
         if importance is not None and (importance != row.importance or importance != row.base):
             new.importance, new.base_importance = importance, None
-            new.decay_from = v.now_rfc3339()
+            new.decay_from = now_rfc3339()
             changed.append("importance")
         if not changed:
             return UpdateResult(
@@ -141,7 +150,7 @@ def restore_version(store: PalaceStore, version_id: str) -> RestoreResult:
             context=found[13],
         )
         new.id = drawer_id
-        new.decay_from = v.now_rfc3339()
+        new.decay_from = now_rfc3339()
         conn.execute("DELETE FROM archive WHERE id = ?", (version_id,))
         if live is not None:
             new.label, new.hits, new.created_at = live.label, live.hits, live.created_at
@@ -158,10 +167,10 @@ def restore_version(store: PalaceStore, version_id: str) -> RestoreResult:
 
 def invalidate_fact(store: PalaceStore, params: KgInvalidateParams) -> KgInvalidateResult:
     """Close the active (subject, predicate) triple now, asserting nothing in its place."""
-    subject = v.check_nonempty(params.subject, "subject")
-    predicate = v.check_nonempty(params.predicate, "predicate")
-    obj = None if params.object is None else v.check_nonempty(params.object, "object")
-    now = v.now_rfc3339()
+    subject = check_nonempty(params.subject, "subject")
+    predicate = check_nonempty(params.predicate, "predicate")
+    obj = None if params.object is None else check_nonempty(params.object, "object")
+    now = now_rfc3339()
     with store.transaction() as conn:
         row = conn.execute(
             "SELECT id, object FROM triples"
@@ -181,7 +190,7 @@ def invalidate_fact(store: PalaceStore, params: KgInvalidateParams) -> KgInvalid
 def restore(store: PalaceStore, drawer_id: str) -> RestoreResult:
     """``archive_restore``: a version an update archived goes back into its drawer
     (``restore_version``); anything else the dreamer archived comes back as it was."""
-    drawer_id = v.canonical_id(drawer_id)
+    drawer_id = canonical_id(drawer_id)
     reason = store.db.conn.execute(
         "SELECT reason FROM archive WHERE id = ?", (drawer_id,)
     ).fetchone()
@@ -195,7 +204,7 @@ def archive_restore(store: PalaceStore, drawer_id: str) -> RestoreResult:
 
     A merged drawer comes back as its own drawer again; the survivor keeps what it got.
     """
-    drawer_id = v.canonical_id(drawer_id)
+    drawer_id = canonical_id(drawer_id)
     with store.transaction() as conn:
         row = conn.execute(
             "SELECT id, content, room, tags, importance, base_importance, created_at, hits,"
@@ -223,7 +232,7 @@ def archive_restore(store: PalaceStore, drawer_id: str) -> RestoreResult:
             content_hash=row[8],
             vector=row[9],
             metadata=row[10],
-            decay_from=v.now_rfc3339(),
+            decay_from=now_rfc3339(),
             own_vector=row[11],
             context=row[12],
         )

@@ -277,7 +277,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Protocol
 
 from trusty_memory.common import names
-from trusty_memory.common import values as v
+from trusty_memory.common.values import fts_or, fts_terms, own_words
 from trusty_memory.workers.store import dates, first_answer, relatedness
 
 if TYPE_CHECKING:
@@ -487,7 +487,7 @@ def deep(
     vector_scored = palace.index.search(query, n, ef=ef, allowed=allowed)
     vector_ranked = [label for label, _ in vector_scored]
     closeness = vector_votes(vector_scored)
-    terms = v.fts_terms(query_text or "")
+    terms = fts_terms(query_text or "")
     text_scored = bm25_scored(palace, terms, n, room, tag)
     text_ranked = [label for label, _ in text_scored]
     ideal = idf_mass(palace, terms)
@@ -558,7 +558,7 @@ def guard_vector_first(
 
 def bm25(palace: Palace, query_text: str, n: int, room: str | None, tag: str | None) -> list[int]:
     """Labels ranked by FTS5 BM25 over every query term (see ``bm25_terms``)."""
-    return bm25_terms(palace, v.fts_terms(query_text or ""), n, room, tag)
+    return bm25_terms(palace, fts_terms(query_text or ""), n, room, tag)
 
 
 def bm25_terms(
@@ -622,10 +622,10 @@ def bm25_scored(
     if not rare:
         return []
     if common:
-        r, c = v.fts_or(rare), v.fts_or(common)
+        r, c = fts_or(rare), fts_or(common)
         matches = [f"({r}) AND ({c})", f"({r}) NOT ({c})"]
     else:
-        matches = [v.fts_or(rare)]
+        matches = [fts_or(rare)]
     context_weight = CONTEXT_TEXT_WEIGHT if palace.settings.context_vectors else 0.0
     matches = [scoped(palace, m) for m in matches]
     sql = "SELECT f.rowid, f.rank FROM drawers_fts f"
@@ -648,7 +648,7 @@ def scoped(palace: Palace, match: str) -> str:
     """A BM25 match over what deep recall reads: a drawer's own words and its
     predecessor's (``drawers.context``), or its own alone with the switch off, even
     where older drawers kept context words."""
-    return match if palace.settings.context_vectors else v.own_words(match)
+    return match if palace.settings.context_vectors else own_words(match)
 
 
 def feedback_ranking(
@@ -683,9 +683,9 @@ def feedback_ranking(
     )
     texts = [content[label] for label in top if label in content]  # best first
     terms = feedback_terms(
-        v.fts_terms(query_text or ""),
+        fts_terms(query_text or ""),
         texts,
-        v.fts_terms,
+        fts_terms,
         lambda term: palace.term_counts.count(term, FEEDBACK_POSTINGS_BUDGET),
     )
     return bm25_terms(palace, terms, n, room, tag) if terms else []
@@ -791,7 +791,7 @@ class TermCounts:
             self.forget()
         count = self.palace.db.conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT ?)",
-            (scoped(self.palace, v.fts_or([term])), cap + 1),
+            (scoped(self.palace, fts_or([term])), cap + 1),
         ).fetchone()[0]
         if count and (count <= cap or cap >= BM25_POSTINGS_BUDGET):
             self.counts[term] = count

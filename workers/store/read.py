@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 
 from trusty_memory.common import names
-from trusty_memory.common import values as v
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.messages import (
     DrawerDetail,
@@ -47,6 +46,15 @@ from trusty_memory.common.messages import (
 )
 from trusty_memory.common.palace_dir import DB_FILE, IDENTITY_FILE, read_meta
 from trusty_memory.common.protocol import ErrorCode, TrustyError
+from trusty_memory.common.values import (
+    TRIPLE_COLUMNS,
+    check_nonempty,
+    check_timestamp,
+    check_top_k,
+    invalid,
+    triple_of,
+    unit_vector,
+)
 from trusty_memory.workers.store import context, dream_log, ranking
 from trusty_memory.workers.store.schema import connect_readonly
 from trusty_memory.workers.store.state import PalaceState, storage_errors
@@ -95,8 +103,8 @@ class ReadStore(PalaceState):
     ) -> list[RecallHit]:
         """The ``top_k`` drawers most relevant to the query, best first (see module doc);
         with ``count`` each hit adds one to its drawer's recall count."""
-        top_k = v.check_top_k(top_k, self.settings.max_top_k)
-        query = v.unit_vector(query_vec, self.dim, "query_vec")
+        top_k = check_top_k(top_k, self.settings.max_top_k)
+        query = unit_vector(query_vec, self.dim, "query_vec")
         self.load_index()  # first: a reader's load may catch its filters up
         allowed = self._allowed(room, tag)
         if allowed is not None and not allowed:
@@ -182,7 +190,7 @@ class ReadStore(PalaceState):
         """Drawers by importance (then newest first), optionally one room and/or tag."""
         limit = params.limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-            raise v.invalid(f"limit: must be a positive integer, got {limit!r}")
+            raise invalid(f"limit: must be a positive integer, got {limit!r}")
         where: list[str] = []
         args: list[str | int] = []  # the placeholders' values, in order
         if params.room is not None and params.room.strip():
@@ -211,7 +219,7 @@ class ReadStore(PalaceState):
     @storage_errors
     def get(self, drawer_id: str) -> DrawerDetail:
         """One whole drawer by id (any spelling of its UUID)."""
-        v.check_nonempty(drawer_id, "drawer_id")
+        check_nonempty(drawer_id, "drawer_id")
         with contextlib.suppress(ValueError):
             drawer_id = str(uuid.UUID(drawer_id))
         row = self._conn.execute(
@@ -245,23 +253,23 @@ class ReadStore(PalaceState):
     def kg_query(self, subject: str, as_of: str | None = None) -> KgQueryResult:
         """Active triples of ``subject`` in assertion order (the id, not the clock, orders);
         with ``as_of`` (RFC 3339), those that were active at that moment instead."""
-        v.check_nonempty(subject, "subject")
+        check_nonempty(subject, "subject")
         if as_of is None:
             rows = self._conn.execute(
-                f"SELECT {v.TRIPLE_COLUMNS} FROM triples"
+                f"SELECT {TRIPLE_COLUMNS} FROM triples"
                 " WHERE subject = ? AND valid_to IS NULL ORDER BY id",
                 (subject,),
             )
         else:
             # Timestamps are stored as UTC ``...Z`` at second precision, so text order is
             # time order; a fact closed at T was no longer true at T.
-            at = v.check_timestamp(as_of, "as_of")
+            at = check_timestamp(as_of, "as_of")
             rows = self._conn.execute(
-                f"SELECT {v.TRIPLE_COLUMNS} FROM triples WHERE subject = ?"
+                f"SELECT {TRIPLE_COLUMNS} FROM triples WHERE subject = ?"
                 " AND valid_from <= ? AND (valid_to IS NULL OR valid_to > ?) ORDER BY id",
                 (subject, at, at),
             )
-        triples = [v.triple_of(r) for r in rows]
+        triples = [triple_of(r) for r in rows]
         return KgQueryResult(subject=subject, triples=triples)
 
     @storage_errors

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from trusty_memory.common import bounds
-from trusty_memory.common import values as v
+from trusty_memory.common.values import now_rfc3339
 from trusty_memory.workers.store.state import DrawerPlace
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def log_changes(
     drawers: Iterable[tuple[int, str]],
 ) -> None:
     """The same entry for each of ``(label, drawer_id)``, at one time (a batch's commit)."""
-    at = v.now_rfc3339()
+    at = now_rfc3339()
     conn.executemany(
         "INSERT INTO changes (op, label, drawer_id, at) VALUES (?, ?, ?, ?)",
         [(op, label, drawer_id, at) for label, drawer_id in drawers],
@@ -208,7 +208,7 @@ def absorb_duplicate(
         "UPDATE drawers SET tags = ?, importance = max(importance, ?),"
         " base_importance = max(coalesce(base_importance, importance), ?), decay_from = ?"
         " WHERE label = ?",
-        (json.dumps(old_tags + added), importance, importance, v.now_rfc3339(), label),
+        (json.dumps(old_tags + added), importance, importance, now_rfc3339(), label),
     )
     conn.executemany(
         "INSERT OR IGNORE INTO drawer_tags (tag, label) VALUES (?, ?)",

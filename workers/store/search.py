@@ -41,7 +41,6 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from trusty_memory.common import names
-from trusty_memory.common import values as v
 from trusty_memory.common.messages import (
     DreamPassRecord,
     KgHistoryParams,
@@ -50,6 +49,16 @@ from trusty_memory.common.messages import (
     SearchHit,
     SearchParams,
     SearchResult,
+)
+from trusty_memory.common.values import (
+    MAX_FTS_TERMS,
+    STOPWORDS,
+    TRIPLE_COLUMNS,
+    check_nonempty,
+    check_timestamp,
+    invalid,
+    own_words,
+    triple_of,
 )
 from trusty_memory.workers.store import dream_log
 
@@ -84,18 +93,18 @@ def fts_match(text: str) -> str:
         terms = dict.fromkeys((w.lower() for w in operators), False)
     every = "AND" in operators
     if not every:
-        kept = {w: star for w, star in terms.items() if star or w not in v.STOPWORDS}
+        kept = {w: star for w, star in terms.items() if star or w not in STOPWORDS}
         terms = kept if kept or phrases else terms
     words = [_term(w, star) for w, star in terms.items()]
     count = len(phrases) + len(words)
     if not count:
-        raise v.invalid(f"query: no words to search for in {text!r}")
-    if count > v.MAX_FTS_TERMS:
-        raise v.invalid(f"query: at most {v.MAX_FTS_TERMS} words and phrases, got {count}")
+        raise invalid(f"query: no words to search for in {text!r}")
+    if count > MAX_FTS_TERMS:
+        raise invalid(f"query: at most {MAX_FTS_TERMS} words and phrases, got {count}")
     if every:
-        return v.own_words(" AND ".join(phrases + words))
+        return own_words(" AND ".join(phrases + words))
     any_word = ["(" + " OR ".join(words) + ")"] if words else []
-    return v.own_words(" AND ".join(phrases + any_word))
+    return own_words(" AND ".join(phrases + any_word))
 
 
 def _term(word: str, star: bool) -> str:
@@ -103,7 +112,7 @@ def _term(word: str, star: bool) -> str:
     first, so it also matches the word itself) or, for short words, stop words and
     numbers, the word alone."""
     prefix = star or (
-        len(word) >= PREFIX_MIN and word not in v.STOPWORDS and not any(c.isdigit() for c in word)
+        len(word) >= PREFIX_MIN and word not in STOPWORDS and not any(c.isdigit() for c in word)
     )
     return f'"{word}"*' if prefix else f'"{word}"'
 
@@ -113,7 +122,7 @@ def search(store: ReadStore, params: SearchParams) -> SearchResult:
     last written first; both under the room, tag and time filters."""
     limit = params.limit
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise v.invalid(f"limit: must be a positive integer, got {limit!r}")
+        raise invalid(f"limit: must be a positive integer, got {limit!r}")
     limit = min(limit, SEARCH_LIMIT_MAX)
     query = params.query if params.query is not None and params.query.strip() else None
     where, args = _filters(params)
@@ -168,10 +177,10 @@ def _filters(params: SearchParams) -> tuple[list[str], list[Any]]:
         args.append(params.tag)
     if params.since is not None:
         where.append("d.created_at >= ?")
-        args.append(v.check_timestamp(params.since, "since"))
+        args.append(check_timestamp(params.since, "since"))
     if params.until is not None:
         where.append("d.created_at < ?")
-        args.append(v.check_timestamp(params.until, "until"))
+        args.append(check_timestamp(params.until, "until"))
     return where, args
 
 
@@ -196,9 +205,9 @@ def _read_cursor(cursor: str | None, digest: str) -> int:
         if not isinstance(position, int) or isinstance(position, bool) or position < 0:
             raise ValueError
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
-        raise v.invalid(f"cursor: not a cursor this server gave: {cursor[:40]!r}") from None
+        raise invalid(f"cursor: not a cursor this server gave: {cursor[:40]!r}") from None
     if data.get("d") != digest:
-        raise v.invalid(
+        raise invalid(
             "cursor: it belongs to another query or other filters; repeat the search that"
             " returned it, or start again without a cursor"
         )
@@ -207,14 +216,14 @@ def _read_cursor(cursor: str | None, digest: str) -> int:
 
 def kg_history(store: ReadStore, params: KgHistoryParams) -> KgQueryResult:
     """Every triple of a subject (optionally one predicate), closed ones too, oldest first."""
-    subject = v.check_nonempty(params.subject, "subject")
-    sql = f"SELECT {v.TRIPLE_COLUMNS} FROM triples WHERE subject = ?"
+    subject = check_nonempty(params.subject, "subject")
+    sql = f"SELECT {TRIPLE_COLUMNS} FROM triples WHERE subject = ?"
     args: list[Any] = [subject]
     if params.predicate is not None:
         sql += " AND predicate = ?"
-        args.append(v.check_nonempty(params.predicate, "predicate"))
+        args.append(check_nonempty(params.predicate, "predicate"))
     rows = store.db.conn.execute(sql + " ORDER BY id", args)
-    return KgQueryResult(subject=subject, triples=[v.triple_of(r) for r in rows])
+    return KgQueryResult(subject=subject, triples=[triple_of(r) for r in rows])
 
 
 DREAM_PASSES_SHOWN = 10  # recent dream passes ``palace_stats`` lists

@@ -48,7 +48,6 @@ import msgspec
 import numpy as np
 
 from trusty_memory.common import names
-from trusty_memory.common import values as v
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.home import flock_within
 from trusty_memory.common.logs import get_logger
@@ -62,6 +61,17 @@ from trusty_memory.common.palace_dir import (
     write_atomic,
 )
 from trusty_memory.common.protocol import ErrorCode, TrustyError
+from trusty_memory.common.values import (
+    check_created_at,
+    check_drawer_id,
+    check_nonempty,
+    check_tags,
+    check_text,
+    check_unit_interval,
+    invalid,
+    now_rfc3339,
+    unit_vector,
+)
 from trusty_memory.workers.store import archive, context, dream_log, rows
 from trusty_memory.workers.store.index import VectorIndex
 from trusty_memory.workers.store.read import ReadStore
@@ -155,7 +165,7 @@ class PalaceStore(ReadStore):
     ) -> PalaceStore:
         meta = read_meta(palace_dir)
         if meta is None:
-            meta = {"name": name, "description": description, "created_at": v.now_rfc3339()}
+            meta = {"name": name, "description": description, "created_at": now_rfc3339()}
             write_atomic(palace_dir / META_FILE, json.dumps(meta, indent=2).encode())
         identity = palace_dir / IDENTITY_FILE
         if not identity.exists():
@@ -257,22 +267,22 @@ class PalaceStore(ReadStore):
         own = words = None
         if isinstance(vector, context.Mixed):
             words = context.words(vector.context, params.text)
-            own = v.unit_vector(vector.own, self.dim)
+            own = unit_vector(vector.own, self.dim)
             vector = vector.vector
-        text = v.check_text(params.text, self.settings.max_text_bytes)
+        text = check_text(params.text, self.settings.max_text_bytes)
         metadata = None
         if params.metadata is not None:
             if not isinstance(params.metadata, dict):
-                raise v.invalid("metadata: must be an object")
+                raise invalid("metadata: must be an object")
             metadata = msgspec.json.encode(params.metadata).decode()
         return _NewDrawer(
-            id=v.check_drawer_id(params.drawer_id) if params.drawer_id else str(uuid.uuid4()),
+            id=check_drawer_id(params.drawer_id) if params.drawer_id else str(uuid.uuid4()),
             content=text,
             room=names.normalize_room(params.room),
-            tags=v.check_tags(params.tags),
-            importance=v.check_unit_interval(params.importance, "importance"),
-            created_at=v.check_created_at(params.created_at),
-            vector=v.unit_vector(vector, self.dim),
+            tags=check_tags(params.tags),
+            importance=check_unit_interval(params.importance, "importance"),
+            created_at=check_created_at(params.created_at),
+            vector=unit_vector(vector, self.dim),
             metadata=metadata,
             own_vector=own,
             context=words,
@@ -384,7 +394,7 @@ class PalaceStore(ReadStore):
     @storage_errors
     def forget(self, drawer_id: str) -> ForgetResult:
         """Delete a drawer: row, tags, FTS entry (trigger), then the index and L1."""
-        v.check_nonempty(drawer_id, "drawer_id")
+        check_nonempty(drawer_id, "drawer_id")
         try:  # ids are stored in canonical form; accept any spelling of the same UUID
             drawer_id = str(uuid.UUID(drawer_id))
         except ValueError:
@@ -410,11 +420,11 @@ class PalaceStore(ReadStore):
     @storage_errors
     def kg_assert(self, params: KgAssertParams) -> dict[str, str]:
         """Close the active (subject, predicate) triple and insert the new one, atomically."""
-        subject = v.check_nonempty(params.subject, "subject")
-        predicate = v.check_nonempty(params.predicate, "predicate")
-        obj = v.check_nonempty(params.object, "object")
-        confidence = v.check_unit_interval(params.confidence, "confidence")
-        now = v.now_rfc3339()
+        subject = check_nonempty(params.subject, "subject")
+        predicate = check_nonempty(params.predicate, "predicate")
+        obj = check_nonempty(params.object, "object")
+        confidence = check_unit_interval(params.confidence, "confidence")
+        now = now_rfc3339()
         with self.transaction() as conn:
             conn.execute(
                 "UPDATE triples SET valid_to = ?"
@@ -480,7 +490,7 @@ class PalaceStore(ReadStore):
             "dream_decayed": dream["dream_decayed"],
             "dream_archived": dream["dream_archived"],
             "last_seq": self._last_seq,
-            "written_at": v.now_rfc3339(),
+            "written_at": now_rfc3339(),
         }
         write_atomic(self.palace_dir / SUMMARY_FILE, json.dumps(summary, indent=2).encode())
         self._summary_at = self._commits
