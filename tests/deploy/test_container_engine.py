@@ -1,4 +1,4 @@
-"""The container image and the compose stack, built and run by a real Docker engine.
+"""The container image, the compose stack and the Kubernetes manifests, run by real engines.
 
 ``test_container.py`` checks the recipes as files; here they are built and run:
 
@@ -10,7 +10,14 @@
   daemon under write load loses nothing acknowledged;
 * ``deploy/compose.yaml`` brought up: the team daemon and a remote palace worker in two
   containers, a client on the host over CURVE; ``kill -9`` of the worker's container
-  under load loses nothing acknowledged, and writes resume when it is back.
+  under load loses nothing acknowledged, and writes resume when it is back;
+* ``deploy/k8s/`` played by podman (``kube play``, the same image): the broker's
+  Deployment and the palace's StatefulSet in two pods, the worker and reader registering
+  over CURVE, an MCP round trip from the host, ``kill -9`` of the broker under load
+  losing nothing acknowledged. What podman cannot play is listed in
+  ``manifests_for_podman`` and deploy/README.md.
+
+Under each ``kill -9``, no write may fail either (``assert_no_write_errors``).
 
 Opt-in (``TRUSTY_MEMORY_TEST_CONTAINER=1``, as root): it builds an image (minutes) and
 starts ``dockerd`` when none answers (without its bridge). Every container runs with the
@@ -564,7 +571,9 @@ def test_status_and_an_mcp_round_trip_over_curve(container, keys):
             return {"recall": percentiles(recalls[5:])}
 
     FIGURES["mcp_recall_host_to_container"] = asyncio.run(go())["recall"]
-    assert not (keys.client / "palaces" / "boxed").exists()  # it lives in the container
+    # it lives in the container's home (the volume), not in the host client's
+    assert "boxed" in palaces_in_home(["docker", "exec", container.name])
+    assert not (keys.client / "palaces" / "boxed").exists()
     health = wait_until(
         lambda: container.inspect("{{.State.Health.Status}}") == "healthy", 150,
         "the HEALTHCHECK to report healthy",
@@ -640,6 +649,35 @@ class WriteLoad:
         return {drawer for _, _, drawer in self.acked} - stored
 
 
+REQUEST_DEADLINE_S = 30.0  # [broker] request_timeout_s: how long a request may wait
+
+
+def assert_no_write_errors(load: WriteLoad, recovery_s: float) -> None:
+    """Not one write may fail across a ``kill -9``: the load has one write in flight at a
+    time, the client sends a request again when its connection comes back, and a request
+    waits for its palace in the daemon up to its deadline (30 s). So while the outage
+    (measured: the first write sent after the kill answered ``recovery_s`` later) is
+    inside that deadline, a failed write is a defect, not bad luck: the bound is 0. An
+    outage past the deadline is a failure on its own, said as such."""
+    assert recovery_s < REQUEST_DEADLINE_S, f"recovered after {recovery_s:.1f} s"
+    assert load.errors == [], f"{len(load.errors)} writes failed: {load.errors[:5]}"
+
+
+def palaces_in_home(exec_in: list[str]) -> set[str]:
+    """The palaces in a container's home ``/data`` (``exec_in``: ``docker exec NAME`` or
+    the like), read positively: ``/data`` must be there and listable (an ``ls`` that
+    fails fails the test), and ``palaces/`` is read when the home has one."""
+    home = subprocess.run([*exec_in, "ls", "-A", "/data"], capture_output=True, text=True,
+                          timeout=60, env=CLASSIC)  # fmt: skip
+    assert home.returncode == 0, f"{exec_in}: ls /data: {home.stderr}"
+    if "palaces" not in home.stdout.split():
+        return set()
+    listed = subprocess.run([*exec_in, "ls", "/data/palaces"], capture_output=True, text=True,
+                            timeout=60, env=CLASSIC)  # fmt: skip
+    assert listed.returncode == 0, f"{exec_in}: ls /data/palaces: {listed.stderr}"
+    return set(listed.stdout.split())
+
+
 def test_kill_9_of_the_daemon_under_write_load_loses_nothing_acknowledged(container):
     with container.client() as client:
         client.palace_create("loaded")
@@ -662,6 +700,7 @@ def test_kill_9_of_the_daemon_under_write_load_loses_nothing_acknowledged(contai
     with container.client() as client:
         lost = load.lost(client)
     assert not lost, f"{len(lost)} acknowledged writes lost"
+    assert_no_write_errors(load, load.recovery_after(killed_at))
 
 
 # -- the compose stack ------------------------------------------------------------------
@@ -804,9 +843,8 @@ def test_compose_runs_the_daemon_and_a_remote_worker(stack, keys):
         stored = client.remember("team", "the on-call phone is in the drawer").drawer_id
         assert client.recall("team", "where is the on-call phone?").results[0].drawer_id == stored
     # the palace's files are in the worker's container, not the daemon's
-    worker_files = docker("exec", worker_id, "ls", "/data/palaces").stdout.split()
-    daemon_files = docker("exec", daemon_id, "sh", "-c", "ls /data/palaces 2>/dev/null; true")
-    assert "team" in worker_files and "team" not in daemon_files.stdout.split()
+    assert "team" in palaces_in_home(["docker", "exec", worker_id])
+    assert "team" not in palaces_in_home(["docker", "exec", daemon_id])
     for service in (daemon_id, worker_id):
         wait_until(
             lambda s=service: docker("inspect", "--format", "{{.State.Health.Status}}",
@@ -836,4 +874,316 @@ def test_compose_kill_9_of_the_worker_container_loses_nothing_acknowledged(stack
     with stack.client() as client:
         lost = load.lost(client)
     assert not lost, f"{len(lost)} acknowledged writes lost"
+    assert_no_write_errors(load, load.recovery_after(killed_at))
     assert stack.remote_writer()["remote"] is True
+
+
+# -- deploy/k8s/ played by podman --------------------------------------------------------
+
+K8S = REPO / "deploy" / "k8s"
+
+
+class Podman:
+    """Root podman with a containers.conf of the test's own (``CONTAINERS_CONF``): ``runc``
+    (crun 1.8 refuses this machine's hybrid cgroups: "cgroups in hybrid mode not
+    supported"), ``cgroupfs`` (no systemd), and no default ulimits (podman asks for
+    ``RLIMIT_NOFILE``/``RLIMIT_NPROC`` above this sandbox's hard limits, which the runtime
+    may not raise: "setrlimit `RLIMIT_NPROC`: Operation not permitted"); containers
+    inherit the host's limits instead. Nothing else differs from a stock root podman."""
+
+    def __init__(self) -> None:
+        self.dir = _short_tmp("tmp-")
+        conf = self.dir / "containers.conf"
+        conf.write_text('[containers]\ndefault_ulimits = []\n'
+                        '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\n')  # fmt: skip
+        self.env = {**os.environ, "CONTAINERS_CONF": str(conf)}
+
+    def __call__(self, *args: str, timeout: float = 120, check: bool = True,
+                 input: str | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+        done = subprocess.run(["podman", *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, input=input)  # fmt: skip
+        if check and done.returncode != 0:
+            raise AssertionError(f"podman {' '.join(args)}: {done.stderr.strip()[-3000:]}")
+        return done
+
+
+def manifests_for_podman(frontend: str, backend: str, image: str) -> list[dict]:
+    """``deploy/k8s/*.yaml`` as podman 4.3 (Debian 12) can play them, every change made
+    here and nothing else:
+
+    * Services are dropped: podman plays none (no cluster DNS, no virtual IP), so the
+      names ``trusty-memory-broker`` and the worker's headless Service do not resolve;
+      every address becomes a loopback one on the host network (``--network host``: the
+      pods share the host's network namespace; the manifests' ``hostNetwork`` is not set);
+      the broker's frontend and backend move to free ports (``0.0.0.0:7601/7602`` would
+      take fixed ports on every interface);
+    * the StatefulSet (a kind podman 4.3 does not play: "YAML document does not contain
+      any supported kube kind") becomes its ordinal 0: a Pod ``NAME-0`` from its template,
+      with ``restartPolicy: Always`` as a StatefulSet's pods have, and its volume claim
+      template ``home`` a PersistentVolumeClaim ``home-NAME-0`` (a podman named volume);
+    * the containers' ``ports`` are dropped (podman 4.3: "PortMappings can only be used
+      with Bridge or slirp4netns networking"; on the host network they publish nothing);
+    * each secret volume says ``optional: false`` (podman 4.3 dereferences a missing
+      ``optional`` and panics in ``VolumeFromSecret``), which is Kubernetes' default;
+    * the image is the test's build.
+    """
+    played: list[dict] = []
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc["kind"] == "Service":
+                continue
+            if doc["kind"] == "StatefulSet":
+                name = doc["metadata"]["name"]
+                pod_spec = doc["spec"]["template"]["spec"]
+                pod_spec.setdefault("restartPolicy", "Always")
+                for claim in doc["spec"]["volumeClaimTemplates"]:
+                    claim_name = f"{claim['metadata']['name']}-{name}-0"
+                    played.append(
+                        {
+                            "apiVersion": "v1",
+                            "kind": "PersistentVolumeClaim",
+                            "metadata": {"name": claim_name},
+                            "spec": claim["spec"],
+                        }
+                    )
+                    pod_spec["volumes"].append(
+                        {
+                            "name": claim["metadata"]["name"],
+                            "persistentVolumeClaim": {"claimName": claim_name},
+                        }
+                    )
+                doc = {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {**doc["spec"]["template"]["metadata"], "name": f"{name}-0"},
+                       "spec": pod_spec}  # fmt: skip
+            spec = doc["spec"]["template"]["spec"] if doc["kind"] == "Deployment" else doc["spec"]
+            for volume in spec["volumes"]:
+                if "secret" in volume:
+                    volume["secret"]["optional"] = False
+            for container in spec["containers"]:
+                container["image"] = image
+                container.pop("ports", None)  # podman 4.3 refuses them with the host network
+                container["args"] = [a.replace("tcp://trusty-memory-broker:7602", backend)
+                                     for a in container["args"]]  # fmt: skip
+                for env in container["env"]:
+                    value = env.get("value", "")
+                    value = value.replace("tcp://0.0.0.0:7601", frontend)
+                    value = value.replace("tcp://0.0.0.0:7602", backend)
+                    value = value.replace("tcp://127.0.0.1:7601", frontend)
+                    value = value.replace("tcp://trusty-memory-broker:7601", frontend)
+                    if "value" in env:
+                        env["value"] = value
+            played.append(doc)
+    text = yaml.safe_dump_all(played)
+    assert "trusty-memory-broker:" not in text and ":7601" not in text and ":7602" not in text
+    return played
+
+
+class K8sKeys:
+    """Key homes made as deploy/README.md ("Kubernetes") makes them: ``KEYS/broker`` (the
+    server pair, the probes' client pair) and ``KEYS/palace-notes`` (the worker's pair),
+    ``probe`` and ``palace-notes`` allowed in; plus a host client ``host``, allowed too."""
+
+    def __init__(self) -> None:
+        self.dir = _short_tmp("tmq-")
+        self.broker, self.palace = self.dir / "broker", self.dir / "palace-notes"
+        self.client = _short_tmp("tmc-")
+        for home in (self.broker, self.palace, self.client):
+            assert cli(home, "keys", "init").returncode == 0
+        for name, home in (("probe", self.broker), ("palace-notes", self.palace),
+                           ("host", self.client)):  # fmt: skip
+            key = cli(home, "keys", "show", "--client").stdout.strip()
+            assert cli(self.broker, "keys", "add", name, key).returncode == 0
+        self.server_key = cli(self.broker, "keys", "show", "--server").stdout.strip()
+
+    def secrets(self) -> list[dict]:
+        """What ``deploy/k8s/secrets.sh --print KEYS`` makes (kubectl's YAML)."""
+        done = subprocess.run([str(K8S / "secrets.sh"), "--print", str(self.dir)],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+        return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+    def config(self, endpoint: str) -> Config:
+        saved = dict(os.environ)
+        os.environ.update(TRUSTY_MEMORY_HOME=str(self.client), TRUSTY_MEMORY_DAEMON=endpoint,
+                          TRUSTY_MEMORY_SERVER_KEY=self.server_key)  # fmt: skip
+        try:
+            return load_config()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.client, ignore_errors=True)
+
+
+class Kube:
+    """deploy/k8s/ played by ``podman kube play`` (``manifests_for_podman``), the Secrets
+    made by ``secrets.sh`` and created as podman secrets, the image moved over from Docker
+    (``docker save | podman load``: the same image, not a second build)."""
+
+    BROKER_POD = "trusty-memory-broker-pod-0"  # podman names a Deployment's pod NAME-pod-0
+    WORKER_POD = "trusty-memory-palace-notes-0"
+
+    def __init__(self, podman: Podman, keys: K8sKeys, image: str) -> None:
+        self.podman, self.keys = podman, keys
+        self.frontend = f"tcp://127.0.0.1:{free_port()}"
+        self.backend = f"tcp://127.0.0.1:{free_port()}"
+        self.image = image
+        self.file = podman.dir / "k8s.yaml"
+        self.secret_names: list[str] = []
+
+    def container(self, pod: str, name: str) -> str:
+        return f"{pod}-{name}"
+
+    def create_secrets(self) -> None:
+        """Each Secret of ``secrets.sh`` as a podman secret in Kubernetes' own format, its
+        ``data`` decoded first: podman 4.3 writes a ``data`` value into the mounted file as
+        it stands (still base64, checked in the test), so the files it mounts are the
+        key files themselves only when the secret holds them as plain text."""
+        import base64
+
+        for doc in self.keys.secrets():
+            if doc["kind"] == "ConfigMap":
+                self.configmap = doc
+                continue
+            assert doc["kind"] == "Secret"
+            plain = {k: base64.b64decode(v).decode() for k, v in doc["data"].items()}
+            body = {"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": doc["metadata"]["name"]}, "data": plain}  # fmt: skip
+            name = doc["metadata"]["name"]
+            self.podman("secret", "create", name, "-", input=yaml.safe_dump(body))
+            self.secret_names.append(name)
+
+    def play(self) -> None:
+        docs = [self.configmap, *manifests_for_podman(self.frontend, self.backend, self.image)]
+        self.file.write_text(yaml.safe_dump_all(docs))
+        self.podman("kube", "play", "--network", "host", str(self.file), timeout=300)
+
+    def pid(self, container: str) -> int:
+        return int(self.podman("inspect", "--format", "{{.State.Pid}}", container).stdout)
+
+    def logs(self, container: str) -> str:
+        done = self.podman("logs", "--tail", "20", container, check=False)
+        return (done.stdout + done.stderr)[-3000:]
+
+    def client(self) -> Client:
+        return Client(self.keys.config(self.frontend))
+
+    def remote_roles(self) -> set[str]:
+        with self.client() as client:
+            for service in client.status()["services"]:
+                if service["name"] == "palace:notes":
+                    return {w["role"] for w in service["workers"] if w.get("remote")}
+        return set()
+
+    def down(self) -> None:
+        if self.file.exists():
+            self.podman("kube", "down", str(self.file), check=False, timeout=300)
+        for pod in (self.BROKER_POD, self.WORKER_POD):
+            self.podman("pod", "rm", "-f", "-t", "30", pod, check=False, timeout=300)
+        for name in self.secret_names:
+            self.podman("secret", "rm", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def kube(image) -> Iterator[Kube]:
+    if shutil.which("podman") is None:
+        pytest.fail("no podman (apt-get install podman)")
+    podman = Podman()
+    volumes_before = set(podman("volume", "ls", "-q").stdout.split())
+    started = time.monotonic()
+    saved = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, env=CLASSIC)
+    loaded = subprocess.run(["podman", "load"], stdin=saved.stdout, env=podman.env,
+                            capture_output=True, text=True, timeout=900)  # fmt: skip
+    saved.stdout.close()
+    assert saved.wait(timeout=60) == 0 and loaded.returncode == 0, loaded.stderr
+    FIGURES["podman_load_s"] = round(time.monotonic() - started, 1)
+    version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
+    FIGURES["podman"] = f"podman {version}, root, runc, cgroupfs, --network host"
+    keys = K8sKeys()
+    box = Kube(podman, keys, f"localhost/{image}")
+    try:
+        box.create_secrets()
+        started = time.monotonic()
+        box.play()
+        wait_until(lambda: cli(keys.client, "status", "--daemon", box.frontend, "--server-key",
+                               keys.server_key).returncode == 0, 240,
+                   f"the broker pod to answer: {box.logs(box.BROKER_POD + '-broker')}")  # fmt: skip
+        FIGURES["kube_play_to_status_s"] = round(time.monotonic() - started, 1)
+        yield box
+    finally:
+        box.down()
+        for volume in set(podman("volume", "ls", "-q").stdout.split()) - volumes_before:
+            podman("volume", "rm", "-f", volume, check=False)
+        left = set(podman("volume", "ls", "-q").stdout.split()) - volumes_before
+        keys.cleanup()
+        shutil.rmtree(podman.dir, ignore_errors=True)
+        assert not left, f"volumes left behind: {left}"
+
+
+def test_k8s_played_by_podman_serves_a_palace_over_curve_and_survives_kill_9(kube):
+    """deploy/k8s/ in two pods (the broker's Deployment, the palace's StatefulSet as its
+    ordinal 0): the worker and the reader register with the broker over CURVE with their
+    Secret's key; an MCP session on the host (``serve --daemon tcp://...``, the official
+    SDK) remembers and recalls, the palace's files landing on the worker's volume; then
+    ``kill -9`` of the broker's process (its container's PID 1) under a stream of writes:
+    podman restarts the container (the pod's ``restartPolicy: Always``), the worker
+    registers again, the writes go on, and every acknowledged drawer is in the palace."""
+    broker = kube.container(kube.BROKER_POD, "broker")
+    worker = kube.container(kube.WORKER_POD, "worker")
+    reader = kube.container(kube.WORKER_POD, "reader")
+    wait_until(lambda: kube.remote_roles() >= {"writer", "reader"}, 180,
+               f"the worker and the reader to register: {kube.logs(worker)}")  # fmt: skip
+    # The Secrets mounted as the key files themselves (podman 4.3 would mount base64 text
+    # from kubectl's `data`; see Kube.create_secrets), and the pods' uid the manifests'.
+    mounted = kube.podman("exec", broker, "cat",
+                          "/run/secrets/trusty-memory/server/server.key_secret").stdout  # fmt: skip
+    assert mounted == (kube.keys.broker / "keys" / "server.key_secret").read_text()
+    for container in (broker, worker, reader):
+        ids = kube.podman("exec", container, "sh", "-c", "id -u; id -g").stdout.split()
+        assert ids == ["10001", "10001"], (container, ids)
+    assert "trusty_memory.broker" in Path(f"/proc/{kube.pid(broker)}/cmdline").read_text()
+
+    async def round_trip() -> str:
+        flags = ("--palace", "notes", "--daemon", kube.frontend,
+                 "--server-key", kube.keys.server_key)  # fmt: skip
+        async with serve_session(kube.keys.client, *flags) as session:
+            stored = tool_json(await session.call_tool(
+                "memory_remember", {"text": "the pager rota is pinned in the wiki"}))  # fmt: skip
+            assert stored["status"] == "stored" and stored["palace"] == "notes"
+            found = tool_json(await session.call_tool(
+                "memory_recall", {"query": "where is the pager rota?"}))  # fmt: skip
+            assert found["results"][0]["drawer_id"] == stored["drawer_id"]
+            return stored["drawer_id"]
+
+    asyncio.run(round_trip())
+    # The palace is on the worker's volume (the claim's), and not in the broker's home.
+    exec_in = ["podman", "exec"]
+    with_conf = ["env", f"CONTAINERS_CONF={kube.podman.env['CONTAINERS_CONF']}", *exec_in]
+    assert "notes" in palaces_in_home([*with_conf, worker])
+    assert "notes" not in palaces_in_home([*with_conf, broker])
+    assert not (kube.keys.client / "palaces" / "notes").exists()
+
+    with WriteLoad(kube.client, "notes") as load:
+        wait_until(lambda: len(load.acked) >= 30, 120, "30 acknowledged writes")
+        pid = kube.pid(broker)
+        assert "trusty_memory.broker" in Path(f"/proc/{pid}/cmdline").read_text()
+        killed_at = time.monotonic()
+        os.kill(pid, signal.SIGKILL)  # the broker container's PID 1: the container dies
+        before = len(load.acked)
+        wait_until(lambda: len(load.acked) >= before + 30, 300,
+                   f"writes after the restart: {load.errors[-3:]} {kube.logs(broker)}")  # fmt: skip
+    restarts = kube.podman("inspect", "--format", "{{.RestartCount}}", broker).stdout.strip()
+    assert int(restarts) >= 1
+    recovery = load.recovery_after(killed_at)
+    FIGURES["k8s_broker_kill_9"] = {
+        "acknowledged": len(load.acked),
+        "errors": len(load.errors),
+        "recovery_s": round(recovery, 1),
+    }
+    with kube.client() as client:
+        lost = load.lost(client)
+    assert not lost, f"{len(lost)} acknowledged writes lost"
+    assert_no_write_errors(load, recovery)
+    wait_until(lambda: kube.remote_roles() >= {"writer", "reader"}, 120, "both registered again")
