@@ -356,6 +356,18 @@ def image(base) -> str:
 # -- keys, as the recipes hand them over ------------------------------------------------
 
 
+def host_config(home: Path, endpoint: str, server_key: str) -> Config:
+    """The config of a client in ``home`` on the host, for the daemon at ``endpoint``."""
+    saved = dict(os.environ)
+    os.environ.update(TRUSTY_MEMORY_HOME=str(home), TRUSTY_MEMORY_DAEMON=endpoint,
+                      TRUSTY_MEMORY_SERVER_KEY=server_key)  # fmt: skip
+    try:
+        return load_config()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 class Keys:
     """A team home with its server pair, the host client's home, and the key files the
     containers get, owned by uid 10001 (the image's user) as the README asks."""
@@ -395,14 +407,7 @@ class Keys:
 
     def config(self, endpoint: str) -> Config:
         """The host client's config for the daemon at ``endpoint``."""
-        saved = dict(os.environ)
-        os.environ.update(TRUSTY_MEMORY_HOME=str(self.client), TRUSTY_MEMORY_DAEMON=endpoint,
-                          TRUSTY_MEMORY_SERVER_KEY=self.server_key)  # fmt: skip
-        try:
-            return load_config()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        return host_config(self.client, endpoint, self.server_key)
 
     def cleanup(self) -> None:
         for home in (self.team, self.client, self.worker, self.files):
@@ -1003,14 +1008,7 @@ class K8sKeys:
         return [d for d in yaml.safe_load_all(done.stdout) if d]
 
     def config(self, endpoint: str) -> Config:
-        saved = dict(os.environ)
-        os.environ.update(TRUSTY_MEMORY_HOME=str(self.client), TRUSTY_MEMORY_DAEMON=endpoint,
-                          TRUSTY_MEMORY_SERVER_KEY=self.server_key)  # fmt: skip
-        try:
-            return load_config()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        return host_config(self.client, endpoint, self.server_key)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
