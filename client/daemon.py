@@ -15,13 +15,11 @@ A daemon elsewhere (``[client] daemon``, ``TRUSTY_MEMORY_DAEMON``, ``--daemon``:
 
 from __future__ import annotations
 
-import fcntl
-import os
 import time
 
 import zmq
 
-from trusty_memory.client.spawn import spawn_daemon
+from trusty_memory.client.spawn import spawn_daemon, start_lock
 from trusty_memory.common import home, transport
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
@@ -104,9 +102,7 @@ def ensure_daemon(config: Config, timeout_s: float = 30.0) -> None:
         return
     if ping(config, 0.5):
         return
-    config.ensure_dirs()
-    with os.fdopen(os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600), "r+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with start_lock(config):
         if ping(config, 0.5):
             return
         # A daemon that owns the home but is slow to answer (fifty starters on two cores)

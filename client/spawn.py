@@ -6,10 +6,12 @@ of ``serve`` can start a daemon with the standard library alone.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from trusty_memory.common import home
@@ -59,21 +61,32 @@ def spawn_daemon(config: Config, start_lock_fd: int | None = None) -> subprocess
     return proc
 
 
+@contextlib.contextmanager
+def start_lock(config: Config, wait: bool = True) -> Iterator[int | None]:
+    """The home's start lock, held for the block: the one starter at a time. Its file
+    descriptor, or None without ``wait`` when another starter holds it."""
+    config.ensure_dirs()
+    fd = os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None  # someone is starting it now
+            return
+        yield fd
+    finally:
+        os.close(fd)  # a daemon given the lock holds its own copy until its record is out
+
+
 def start_daemon_behind(config: Config) -> int | None:
     """Start the home's daemon without waiting for it (the SessionStart hook, which must
     answer within a second): its pid, or None when another starter is at it (the start
     lock is taken) or a daemon runs after all. The held start lock goes to the daemon
     (``spawn_daemon``'s ``start_lock_fd``), so a ``serve`` or client that asks meanwhile
     waits for this daemon instead of starting another."""
-    config.ensure_dirs()
-    fd = os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None  # someone is starting it now
+    with start_lock(config, wait=False) as fd:
+        if fd is None:
+            return None
         if home.live_daemon(config.home) is not None or home.lock_held(config.home):
             return None
         return spawn_daemon(config, start_lock_fd=fd).pid
-    finally:
-        os.close(fd)  # the daemon holds its own copy of the lock until its record is out

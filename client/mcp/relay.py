@@ -553,14 +553,10 @@ def open_host(start: bool, announce: Callable[[], None]) -> socket.socket:
 
 def _start_daemon(config: Any, announce: Callable[[], None]) -> Any:
     """Start a daemon unless another starter beats us to it; its record once it is live."""
-    import fcntl
-
-    from trusty_memory.client.spawn import spawn_daemon
+    from trusty_memory.client.spawn import spawn_daemon, start_lock
     from trusty_memory.common import home
 
-    config.ensure_dirs()
-    with os.fdopen(os.open(config.start_lock, os.O_RDWR | os.O_CREAT, 0o600), "r+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with start_lock(config):
         proc = None
         if home.live_daemon(config.home) is None:
             announce()
