@@ -349,7 +349,7 @@ class Broker:
         if req.method == Method.STATUS:
             return status_report.status(self)
         if req.method == Method.PALACE_LIST:
-            remote = [s[len(p.PALACE_SERVICE_PREFIX) :] for s in self.remote_palaces]
+            remote = [p.palace_of(s) for s in self.remote_palaces]
             names = sorted(set(self.palaces.names()) | set(remote))
             return {"palaces": [n for n in names if n not in self.moves]}
         if req.method == Method.PALACE_SUMMARIES:
@@ -643,7 +643,7 @@ class Broker:
         service = self.service(child.service)
         if child.slot == 0:
             return service.busy
-        palace = child.service[len(p.PALACE_SERVICE_PREFIX) :]
+        palace = p.palace_of(child.service)
         return (
             not child.stopping
             and service.writer is not None
@@ -751,7 +751,7 @@ class Broker:
 
     def disconnect_service(self, service: Service) -> None:
         if service.name.startswith(p.PALACE_SERVICE_PREFIX):  # it wakes with its own readers
-            self.readers.forget(service.name[len(p.PALACE_SERVICE_PREFIX) :])
+            self.readers.forget(p.palace_of(service.name))
         for worker in list(service.workers):
             child = None if worker.remote else self.supervisor.by_pid(worker.pid)
             if child is not None:

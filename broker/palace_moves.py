@@ -63,7 +63,7 @@ class PalaceMoves:
         """The move under way for the palace ``service_name`` serves, if any."""
         if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
             return None
-        return self.closing.get(service_name[len(p.PALACE_SERVICE_PREFIX) :])
+        return self.closing.get(p.palace_of(service_name))
 
     def refuse_if_moving(self, name: str) -> None:
         """``PALACE_NOT_FOUND`` for a palace on its way out, saying so."""

@@ -38,10 +38,6 @@ class ScalingHost(Protocol):
     def remove_worker(self, worker: WorkerRec, crashed: bool, lost: str = ...) -> None: ...
 
 
-def palace_of(service_name: str) -> str:
-    return service_name[len(p.PALACE_SERVICE_PREFIX) :]
-
-
 class ReaderScaling:
     """Each palace's readers: wanted, started, retired, and added by the autoscaler."""
 
@@ -77,7 +73,7 @@ class ReaderScaling:
         scaling down loses none of them.
         """
         host = self.host
-        wanted = self.wanted(palace_of(service.name))
+        wanted = self.wanted(p.palace_of(service.name))
         for slot in range(1, wanted + 1):
             starting = not host.supervisor.active(service.name, slot)
             if starting and host.palace_processes() >= host.max_workers:
@@ -106,7 +102,7 @@ class ReaderScaling:
                 continue
             if host.moving(service.name) or not host.spawns_locally(service.name):
                 continue  # a palace served by remote workers is scaled on their hosts
-            palace = palace_of(service.name)
+            palace = p.palace_of(service.name)
             own[palace] = host.palaces.readers(palace)
             answered = sum(w.answered_since(now - window) for w in service.workers)
             inflight = sum(len(w.inflight) for w in service.workers) + len(service.queue)

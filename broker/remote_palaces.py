@@ -88,9 +88,8 @@ class RemotePalaces:
         return host
 
     def _save(self) -> None:
-        prefix = len(p.PALACE_SERVICE_PREFIX)
         palaces = {
-            service[prefix:]: {"host": host, "since": self._since.get(service, "")}
+            p.palace_of(service): {"host": host, "since": self._since.get(service, "")}
             for service, host in sorted(self._hosts.items())
         }
         write_atomic(self.path, (json.dumps({"palaces": palaces}, indent=2) + "\n").encode())

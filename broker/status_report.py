@@ -97,10 +97,9 @@ def status(broker: StatusSource) -> dict:
 def remote_palaces(broker: StatusSource) -> dict[str, dict]:
     """Every palace a remote writer has served (``remote_palaces.py``): its host, and
     whether such a writer is connected now (if not, its requests wait for it)."""
-    prefix = len(p.PALACE_SERVICE_PREFIX)
     out = {}
     for service in broker.remote_palaces:
-        out[service[prefix:]] = {
+        out[p.palace_of(service)] = {
             "host": broker.remote_palaces.get(service),
             "connected": broker.remote_connected(service),
         }
@@ -111,7 +110,7 @@ def scaling_status(broker: StatusSource, service_name: str) -> dict:
     """A palace's wanted readers: its own setting, and those autoscale added."""
     if not service_name.startswith(p.PALACE_SERVICE_PREFIX):
         return {}
-    palace = service_name[len(p.PALACE_SERVICE_PREFIX) :]
+    palace = p.palace_of(service_name)
     return {
         "readers_wanted": broker.readers.wanted(palace),
         "readers_autoscaled": broker.readers.added(palace),

@@ -116,7 +116,7 @@ def argv_for(service: str, slot: int = 0) -> list[str]:
     if service == p.MCP_HOST_SERVICE:
         return module_command("trusty_memory.client.mcp.host")
     if service.startswith(p.PALACE_SERVICE_PREFIX):
-        palace = service[len(p.PALACE_SERVICE_PREFIX) :]
+        palace = p.palace_of(service)
         # One argument, ``--palace=NAME``: a name may start with '-' ("-x", "--help"),
         # which argparse would read as an option if it stood on its own.
         argv = module_command("trusty_memory.workers.palace_process", f"--palace={palace}")

@@ -74,6 +74,11 @@ def palace_service(palace: str) -> str:
     return PALACE_SERVICE_PREFIX + palace
 
 
+def palace_of(service: str) -> str:
+    """The palace a ``palace:NAME`` service serves (``palace_service``'s inverse)."""
+    return service[len(PALACE_SERVICE_PREFIX) :]
+
+
 class ErrorCode(enum.IntEnum):
     """Numeric error codes, grouped by family (the thousands digit).
 
