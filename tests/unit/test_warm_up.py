@@ -35,8 +35,11 @@ def threads() -> int:
 
 
 def test_warm_up_runs_through_and_leaves_no_file_thread_or_cached_logger(
-    saved_logging, monkeypatch
+    saved_logging, monkeypatch, tmp_path
 ):
+    # A temporary folder of this test's own: the suite's daemons share /tmp, and a
+    # template killed mid-warm-up (the reliability tests' kill -9) leaves its folder there.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     setup_logging("template")  # as the template has it: loggers cache on first use
     monkeypatch.delitem(vars(store_state.log), "bind", raising=False)
     before = threads()
