@@ -15,8 +15,8 @@ that text's vector: the caller chose its context.
 
 The words side. The same drawer keeps the predecessor's words that its own text lacks
 (``words``: once each, at most ``CONTEXT_CHARS`` characters) in ``drawers.context``, a
-second full-text column that deep recall's BM25 weighs at ``retrieval.CONTEXT_TEXT_WEIGHT``
-of the drawer's own words (``store/ranking.py`` has the figures); keyword search never reads
+second full-text column that deep recall's BM25 weighs at ``ranking.CONTEXT_TEXT_WEIGHT``
+of the drawer's own words (docs/deep-recall.md has the figures); keyword search never reads
 it. Only the words the drawer lacks: a word both hold would count twice for a note
 written after another on the same subject, and rank it above that note for the note's
 own question.

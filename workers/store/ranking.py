@@ -1,269 +1,32 @@
 """Deep recall (layer 3): fusing the vector ranking with the BM25 ranking.
 
-The rules and the measurements that chose them come first; then the queries that feed
-them (``deep`` and the lists it fuses: HNSW with the filters inside the search, FTS5 BM25
-with the same filters in SQL, the feedback and date lists, the episodes), so one deep
-recall reads top to bottom in this module. ``read.ReadStore.recall`` calls ``deep`` with
-the palace's state (``Palace``: what it reads of ``state.PalaceState``).
+One deep recall reads top to bottom here: ``deep`` and the lists it fuses (HNSW with the
+filters inside the search, FTS5 BM25 with the same filters in SQL, the feedback and date
+lists, the episodes). ``read.ReadStore.recall`` calls ``deep`` with the palace's state
+(``Palace``: what it reads of ``state.PalaceState``); ``first_answer.choose`` picks the
+first answer from what ``deep`` fused.
 
-Tuned on LoCoMo (``bench/locomo.py``; 5,882 turns, 1,982 questions; turn-level R@10 of
-``memory_recall_deep``, turns embedded with one neighbour each side):
+The rules, in the order they apply (each constant below names its section of
+docs/deep-recall.md, which holds the measurements that chose it and what was tried and
+not kept):
 
-==============================  ==========  =============
-fusion                          turn R@10   session R@10
-==============================  ==========  =============
-RRF k=60, weights 1:1 (before)  59.3        85.1
-RRF k=60, vector:text 1:2       64.5        88.7
-RRF k=10, 1:1                   69.1        90.1
-RRF k=5, 1:1 (kept)             69.5        90.1
-RRF k=2, 1:1                    69.2        90.1
-RRF k=10, 1:1.5                 68.1        90.5
-RRF k=20, 1.5:1                 60.4        84.5
-==============================  ==========  =============
+* reciprocal rank fusion with a small ``RRF_K``: the top of each list is trusted ("Fusion");
+* BM25 scores only the drawers holding the query's rarest terms, within
+  ``BM25_POSTINGS_BUDGET`` (``split_terms``), still over all the terms ("Bounded BM25");
+* a drawer gains a share of its episode neighbours' scores (``smooth_episodes``, "Episodes");
+* a third list of the rarest words of the top drawers the query lacks
+  (``feedback_terms``, "Pseudo-relevance feedback");
+* a fourth list of the drawers written within, or speaking of, the dates a question names
+  (``date_ranking``, "Dates", "The days a drawer speaks of");
+* BM25 also reads the predecessor's words a drawer lacks, at ``CONTEXT_TEXT_WEIGHT``
+  ("The predecessor's words");
+* votes by evidence, not rank alone: the vector's by its cosine's distance from the best,
+  a BM25 hit's by the share of the question's idf mass it reaches, and meaning first over
+  a clear margin ("Evidence, not rank alone").
 
-A small ``k`` trusts the top of each list: the usual k=60 flattens ranks so much that a
-drawer ranked 30th by both lists beats one ranked 1st by one list, and in a memory the
-best keyword hit and the best semantic hit are each usually right. Candidate list sizes
-from 30 to 300 changed nothing measurable.
-
-Bounded BM25. FTS5 answers ``MATCH ... ORDER BY rank LIMIT n`` by scoring *every* drawer
-that holds any query term, so one common word ("go", the "s" of "Caroline's") in a big
-palace means tens of thousands of BM25 scores: 25 ms p50 and 130 ms p99 at 100k drawers.
-``split_terms`` keeps the rarest terms whose document counts fit ``BM25_POSTINGS_BUDGET``
-and the store ranks only the drawers holding one of those, still scored by BM25 over *all*
-the terms (two queries, ``rare AND common`` and ``rare NOT common``, whose scores are
-comparable because FTS5's BM25 is a plain sum over the query's phrases). A drawer that
-holds only common words is the one thing given up. Measured (``bench/scale.py``'s palace
-and LoCoMo's 5,882 turns in one table):
-
-=========================  ===========================  ==========================
-budget (drawers scored)    100k: BM25+vector p50 / p99  top-10 vs unbounded
-=========================  ===========================  ==========================
-unbounded                  22.6 / 127 ms                -
-5,000 (kept)               9.1 / 20 ms                  99.9% the same
-2,000                      5.7 / 12 ms                  95.9%
-=========================  ===========================  ==========================
-
-Episodes. Drawers written one after another in the same room within
-``EPISODE_WINDOW_S`` are one episode (a conversation, a debugging session), and a drawer
-whose neighbour in its episode is relevant is likelier to be relevant too: a reply is
-found through the question it answers. ``smooth_episodes`` adds ``EPISODE_WEIGHT`` times
-the fused score of each episode neighbour (the drawers with the next lower and higher
-label). On LoCoMo (``bench/locomo.py``; in-process sweep over the same drawers):
-
-======================  ==========  =============
-episode weight          turn R@10   session R@10
-======================  ==========  =============
-0 (before)              69.5        90.1
-0.1                     71.3        89.6
-0.25 (kept until v6)    73.2        88.9
-0.4                     73.8        87.7
-0.6                     73.2        85.3
-======================  ==========  =============
-
-Since each drawer's BM25 also holds its predecessor's words (below), part of what this did
-is done there, and the weight is 0.15: re-tuned then, see the end of this doc.
-
-It trades a little session coverage (a hit's neighbours take places another session's
-turn had) for finding the evidence itself more often, which is what an agent reads.
-Capping drawers per episode in the top-k, or MMR over the vectors, bought back at most
-0.7 points of session R@10 and cost up to 6 of turn R@10, so neither is used.
-
-On LoCoMo-in-one-table, dropping the common *terms* outright (instead of only their
-drawers) cost up to 13 points of BM25 turn R@10; bounding the drawers cost at most 0.6 at
-a budget of 150 and nothing from 300 up. Palaces under the budget are never affected.
-
-Pseudo-relevance feedback. A third RRF list, weight ``FEEDBACK_WEIGHT``: BM25 over the
-``FEEDBACK_TERMS`` rarest terms of the top ``FEEDBACK_DOCS`` fused drawers that the query
-lacks and another drawer holds (``feedback_terms``). A question names the topic; the best
-hit also holds the answer's own words (a name, a place, a version), and other drawers that
-share those are often the rest of the evidence. Scores stay scaled to the two main lists
-(``rrf``'s ``full_weight``: first by meaning and by words is 1.0, and feedback only adds,
-capped at 1.0 for the caller), so a score means the same whether feedback fired or not.
-The feedback terms hold at most ``FEEDBACK_POSTINGS_BUDGET`` drawers together. Measured
-through the product, agent's path, context vectors on (``bench/locomo.py``, all 1,982
-questions; ``bench/eng_notes.py``, 200 questions, and two sets the same generator writes
-with other seeds, ``eng_notes_data.py --seed 7`` and ``--seed 99``, never tuned on):
-
-=======================  ==========================  =======================================
-rule                     LoCoMo turn / strict        eng notes R@1 / R@5 / R@10 (seed 7;
-                         session / top-10 sessions   seed 99)
-=======================  ==========================  =======================================
-no feedback              72.4 / 88.4 / 92.8          44.0 / 89.0 / 89.8 (46.0 / 89.2 / 92.0;
-                                                     43.0 / 88.5 / 91.0)
-top 3 drawers            73.3 / 88.2 / 92.8          46.8 / 88.5 / 90.2 (47.0 / 89.2 / 91.5;
-                                                     46.2 / 88.5 / 90.5)
-top 2 drawers (kept)     73.2 / 88.2 / 92.8          46.5 / 89.0 / 90.2 (46.5 / 89.2 / 92.0;
-                                                     45.8 / 89.0 / 91.2)
-=======================  ==========================  =======================================
-
-The top 3 row took the drawers' texts in label order, the kept row best first (with
-label order, top 2 gave the engineering notes 45.5 / 89.0 / 90.0). Strict session R@10
-on LoCoMo is the one figure that falls (-0.2): a feedback hit sometimes takes a place
-another session's turn had, as the episodes do.
-
-Terms shared by at least 2 of the top 3 drawers instead: LoCoMo (3 conversations) as top
-3, engineering notes R@1 44.0 -> 42.8; not kept. Cost: one query for the hits' texts, the
-terms' document counts (mostly cached, each counted only up to the feedback budget) and a
-BM25 over rare terms, ~1 ms of store time at 10k drawers; paid for by reading episodes
-only for drawers whose label neighbour is also a candidate (``smooth_episodes`` needs no
-other). ``bench/engine.py`` (10k look-alike notes, 16 clients' worth of palace), deep
-recall p50 / p99 9.0 / 15.1 ms before, 7.7 / 13.9 ms with both; without the postings
-budget the feedback list scored thousands of look-alike notes there (11.4 / 31.4 ms). A
-first version of this list (no budget, every candidate's episode read) cost 3-5 ms and
-was dropped for it.
-
-Dates. A question that names a date ("in March", "on October 13, 2023": ``dates.py`` says
-which forms are read) gets a fourth list, weight ``DATE_WEIGHT``: the drawers whose
-``created_at`` falls within those dates, ranked by the query's vector (the filter inside
-the search, as for rooms). None when the dates cover half the palace or more: the list
-would only repeat the vector list. 14% of LoCoMo's questions name a date, and 16 of the
-engineering notes' 200 ("which envoy version did the gateway get in March?"). Measured
-like the feedback above, on top of it:
-
-=======================  ==========================  =======================================
-rule                     LoCoMo turn / strict        eng notes R@1 / R@5 / R@10 (seed 7;
-                         session / top-10 sessions   seed 99)
-=======================  ==========================  =======================================
-no date list             73.2 / 88.2 / 92.8          46.5 / 89.0 / 90.2 (46.5 / 89.2 / 92.0;
-                                                     45.8 / 89.0 / 91.2)
-weight 0.5               74.3 / 89.2 / 93.5          53.0 / 89.0 / 90.2 (51.0 / 89.2 / 92.0;
-                                                     50.2 / 89.0 / 91.2)
-weight 1.0 (kept)        74.8 / 89.4 / 93.6          53.0 / 89.0 / 90.2 (52.0 / 89.2 / 92.0;
-                                                     50.8 / 89.0 / 91.2)
-=======================  ==========================  =======================================
-
-Every LoCoMo category rises (turn R@10, multi-hop 37.0 -> 37.7, temporal 70.7 -> 72.4,
-open-domain 36.6 -> 37.7, single-hop 83.6 -> 85.6, adversarial 85.9 -> 87.1). Weight 1.0,
-as much as the words, was the last weight tried; none above it. On the engineering notes
-the temporal questions' R@1 goes 38.5 -> 52.1 and nothing else moves. Cost, only for a
-question that names a date: one indexed range query per span (``drawers_created_at``,
-schema v5) and a filtered vector search; 10k drawers written over 24 months, LoCoMo's 249
-questions that name a month, store time p50 4.8 -> 5.7-6.1 ms.
-
-The days a drawer speaks of. The date list also takes a drawer whose own text names a day
-within the question's dates, read against when it was written: "Yesterday I met some
-artists in Boston", written on October 4, answers "which city was Calvin in on October 3?"
-(``dates.mentioned``: yesterday, last night, tomorrow, N days / weeks / months ago, last /
-this / next week, weekend, month or weekday, and absolute dates; kept in ``drawer_days`` by
-triggers, schema v8). 527 of LoCoMo's 5,882 turns name such a day. The rule was taken from
-what the issue asked for ("the dates written in drawers"), not from a reading of misses,
-and has no constant to tune: the list and its weight are the date list's. Measured in
-process (``bench/replay.py``, all 1,982 questions; the four notes sets, whose notes name
-no relative day, give the same figures to the digit): LoCoMo 77.0 / 90.1 / 94.1 -> 77.2 /
-90.3 / 94.3, temporal turn R@10 75.0 -> 76.1, every other category within 0.1. Cost: one
-more indexed range per span of a question that names a date, and a regex over each new
-drawer's text at write time.
-
-The predecessor's words. The BM25 list ranks with ``bm25(1.0, CONTEXT_TEXT_WEIGHT)`` over
-a drawer's own words and the words of its episode predecessor it lacks
-(``drawers.context``, ``context.words``): the words side of the context vectors. A reply
-("Up the Zugspitze, with my sister!") shares the words of the question turn before it,
-which the vector mix reaches and BM25 did not. Measured like the dates above, on top of
-them; the variants by a temporary change (3 conversations of LoCoMo, 495 questions, for
-all but the last two rows, which are the code as shipped):
-
-==============================  =========================  ====================================
-rule                            LoCoMo turn / strict       eng notes R@1 / R@5 / R@10 (seed 7;
-                                session / top-10 sessions  seed 99)
-==============================  =========================  ====================================
-none (3 conversations)          78.0 / 90.4 / 95.0         53.0 / 89.0 / 90.2
-whole predecessor, 0.3          82.5 / 91.2 / 95.6         52.5 / 88.2 / 90.0
-whole predecessor, 0.5          82.3 / 91.1 / 95.6         52.8 / 88.5 / 90.2
-words it lacks, 0.2             82.2 / 91.3 / 95.8         53.2 / 88.5 / 90.5
-words it lacks, 0.3 (kept)      82.6 / 91.3 / 95.8         53.5 / 88.8 / 90.5
-words it lacks, 0.5             82.8 / 90.9 / 95.8         54.5 / 88.2 / 90.5
-same, no stopwords, 0.3         82.8 / 91.0 / 96.2         54.0 / 88.2 / 90.5
-own table, whole, 0.5           79.9 / 89.3 / 94.8         55.8 / 89.8 / 90.8
-own table, lacks, exact, 0.5    81.8 / 90.4 / 95.5         55.2 / 89.5 / 90.8 (52.2 / 90.0 / 91.0;
-                                                           49.5 / 88.5 / 90.5)
-own-words list + 2nd list 1.0   80.7 / 92.3 / 95.8         51.8 / 87.8 / 90.2
-none (all 1,982 questions)      74.8 / 89.4 / 93.6         53.0 / 89.0 / 90.2 (52.0 / 89.2 / 92.0;
-                                                           50.8 / 89.0 / 91.2)
-0.3, episodes 0.25 (all)        77.2 / 89.7 / 94.0         53.5 / 88.8 / 90.5 (55.0 / 89.5 / 91.5;
-                                                           51.0 / 89.5 / 91.2)
-0.3, episodes 0.15 (all, kept)  77.0 / 90.1 / 94.1         54.0 / 89.0 / 90.5 (57.0 / 89.2 / 92.0;
-                                                           51.8 / 89.5 / 91.2)
-==============================  =========================  ====================================
-
-Every LoCoMo category rises (turn R@10, none -> kept: multi-hop 37.7 -> 40.4, temporal
-72.4 -> 75.0, open-domain 37.7 -> 38.7, single-hop 85.6 -> 87.4, adversarial 87.1 ->
-89.7), and the engineering notes' follow-up questions most (R@1 6.2 -> 31.2). With the
-episode weight still at 0.25 two figures fell: the main set's R@5 by 0.2 (net; a "current port"
-question's gold drawer went from 4th to 6th, under notes on the same service written right
-after the port note, which now also carry its words) and seed 7's R@10 by 0.5 (one
-question). The context words do part of what episode smoothing did (a drawer found
-through its neighbour), so the episode weight was tried again, at 0.15 and 0.35 (3
-conversations: 81.8 / 91.6 / 95.7 and 82.2 / 90.8 / 95.6; engineering notes 54.0 / 89.0 /
-90.5 and 53.2 / 88.8 / 90.5). At 0.15, the kept row, no figure of the three engineering
-sets is below where it was without the context words, and LoCoMo gives 0.2 of turn R@10
-for 0.4 of strict session R@10 (per category, turn R@10 at 0.25 -> 0.15: multi-hop 39.9 ->
-40.4, temporal 75.3 -> 75.0, open-domain 39.6 -> 38.7, single-hop 87.7 -> 87.4,
-adversarial 90.4 -> 89.7).
-
-The whole predecessor counted the words both hold twice and cost more; a table of its own
-for the whole predecessor (``own + w x context`` from two FTS5 tables, so the context
-cannot lengthen a drawer) kept the engineering notes but gave back most of LoCoMo and
-lowered its strict session figure; with the lacking words and exact scores for every
-candidate of either table it kept more of LoCoMo and raised the main engineering set, but
-lowered both seeds (seed 99 on all three figures). A BM25 list of own words beside a second
-one with the context words (RRF weight 1.0) lowered the engineering notes. FTS5's BM25
-lengthens a drawer by its context words, which is why a lower weight is not simply safer
-(0.2 lowers R@5 more than 0.3). The 3-conversation rows were run before the lacking words
-were told apart case-insensitively.
-
-Cost: the words are written with the drawer (no model time) and read in the same FTS5 query.
-
-Evidence, not rank alone (issue 37). On standalone notes asked in other words
-(``bench/paraphrase_notes_data.py``: 80 notes of five projects, 70 questions that avoid
-every rare word of their note) deep recall put the right note first for 12.9% of the
-questions and plain recall for 45.7%: with ranks fused at k=5, second by meaning and first
-by one shared common word ("billing", "service") outvotes first by meaning. Four changes:
-
-* the vector votes by its cosine's distance from the best one (``VECTOR_TEMPERATURE``),
-  so a clear margin counts and look-alike turns of one conversation leave it to the words;
-* a BM25 hit votes by the share of the question's idf mass its score reaches
-  (``TEXT_EVIDENCE``), except a drawer that continues its predecessor, which is found
-  through the words it borrowed (counted at ``CONTEXT_TEXT_WEIGHT``);
-* feedback terms come only from top drawers the vector ranks high too
-  (``FEEDBACK_VECTOR_RANK``), episode smoothing only along drawers that continue each other
-  (``EPISODES_CONTINUE``), and the vector's first stays in the top three (``VECTOR_GUARD``).
-
-Chosen by leaving each source of questions out in turn (``bench/fusion_loso.py`` over
-``bench/replay.py`` runs; BENCHMARKS.md, "Deep recall: evidence, not rank alone"): the
-temperature 0.1 was chosen on every fold. Deep R@1 / R@10, before -> now: LoCoMo turns
-31.8 / 77.1 -> 28.0 / 77.1, engineering notes 55.0 / 90.5 -> 56.2 / 90.2 (seeds 7 and 99
-55.8 -> 57.0, 52.5 -> 53.8), history 73.0 -> 72.2, bursts 78.3 -> 82.8, paraphrase 12.9 /
-82.9 -> 40.0 / 85.7 (plain 45.7 / 90.0: still behind). An evidence threshold of 1.0 scored
-a little higher over all sets but takes half the vote of a long note that holds every word
-of the question (BM25 divides by length), so 0.5 is kept. Without the feedback rule LoCoMo's
-R@1 is 31.8 and the paraphrase set's 25.7: the rule trades the one for the other.
-
-Two rules then, read from the paraphrase questions plain recall answered and deep recall did
-not: in each, fusion's first was a note that holds the question's words in full (a full
-BM25 vote) and is 0.06-0.20 further in cosine than the vector's first. The first answer
-(``first_answer.choose``, a module of its own since a fitted model was weighed against it):
-where fusion's first has a full vote, stands alone (continues no predecessor) and the
-vector's first is ``MEANING_FIRST_MARGIN`` (0.15) or more closer, the vector's first is the
-first answer. ``FEEDBACK_FULL_VOTE``: a top drawer with a full vote gives feedback terms
-even when the vector ranks it low (turns of a conversation, found through their words).
-Deep R@1 / R@10, the first issue-37 rules -> with these (``bench/replay.py``): LoCoMo turns
-28.0 / 77.1 -> 31.5 / 77.1, engineering notes and both seeds unchanged (56.2, 57.0, 53.8),
-history 72.2 unchanged, bursts 82.8 -> 83.3, paraphrase 40.0 / 85.7 -> 44.3 / 85.7 (plain
-45.7: still one question behind). Feedback alone gives LoCoMo 31.7 and the paraphrase set
-27.1; the margin rule with turns not exempt cost LoCoMo 2.3 (29.2). Margins 0.06 and 0.10
-gave the paraphrase set the same 44.3 but cost the engineering seed 99 and history a
-question or two; moving fusion's first on a partial vote as well (margins 0, 0.05, 0.10,
-0.15) cost history up to 1.4 and bursts up to 3.0. Leaving each source out in turn
-(BENCHMARKS.md, "Deep recall: evidence, not rank alone"), every fold but one chooses this
-setting; with the paraphrase set left out the others choose feedback alone (27.1 there):
-the margin rule is asked for by that set only, and costs the others at most half a point
-(history 72.7 -> 72.2, LoCoMo 31.7 -> 31.5; bursts gain 0.5). ``TEXT_EVIDENCE`` 1.0 with both
-rules reaches the paraphrase set's 45.7 but fails a keyword-only match (a note holding the
-question's one rare word gets half a vote, BM25 dividing by its length), so it is not a
-candidate. The rule's risk, for sets we do not have: an identifier or error code the model
-cannot read, matched in full by a standalone note far from the question by meaning, is now
-second rather than first (the vector guard keeps such a note in the top three anyway).
+Why the rules live in a document and not here: they are chosen by measurement on sets of
+different sources and held out, and the record of those runs (tables, rejected variants)
+is longer than the code it explains.
 """
 
 from __future__ import annotations
@@ -289,19 +52,20 @@ if TYPE_CHECKING:
     from trusty_memory.common.config import PalaceSettings
     from trusty_memory.workers.store.index import VectorIndex
 
-RRF_K = 5  # small: see the module doc
+RRF_K = 5  # small: docs/deep-recall.md, "Fusion"
 CANDIDATES = 100  # per list, at least (30..300 measured the same)
 VECTOR_WEIGHT = 1.0
 TEXT_WEIGHT = 1.0
-BM25_POSTINGS_BUDGET = 5000  # drawers BM25 may score per deep recall (see the module doc)
-EPISODE_WEIGHT = 0.15  # share of an episode neighbour's fused score a drawer gains
+BM25_POSTINGS_BUDGET = 5000  # drawers BM25 may score per deep recall ("Bounded BM25")
+EPISODE_WEIGHT = 0.15  # share of an episode neighbour's fused score a drawer gains ("Episodes")
 EPISODE_WINDOW_S = 1800.0  # neighbours written further apart than this are not one episode
-FEEDBACK_DOCS = 2  # pseudo-relevance feedback: terms come from the top fused drawers
+FEEDBACK_DOCS = 2  # "Pseudo-relevance feedback": terms come from the top fused drawers
 FEEDBACK_TERMS = 5  # the rarest of their terms the query lacks
 FEEDBACK_WEIGHT = 0.3  # the feedback list's RRF weight (0.5 lowered the engineering notes)
 FEEDBACK_POSTINGS_BUDGET = 500  # drawers the feedback terms may hold together
-CONTEXT_TEXT_WEIGHT = 0.3  # BM25 weight of the predecessor's words (own words: 1.0), see above
-DATE_WEIGHT = 1.0  # the date list's RRF weight: a named date counts as much as the words
+# BM25 weight of the predecessor's words (own words: 1.0), "The predecessor's words"
+CONTEXT_TEXT_WEIGHT = 0.3
+DATE_WEIGHT = 1.0  # the date list's RRF weight: a named date counts as much as the words ("Dates")
 DOC_COUNT_CACHE = 50_000  # FTS terms whose drawer counts a palace keeps for deep recall
 # Deep recall is the thorough search, never the worse first answer: where the fused order
 # puts another drawer first, the vector's own first stays within the top ``VECTOR_GUARD``
@@ -325,7 +89,8 @@ TEXT_EVIDENCE = 0.5
 VECTOR_TEMPERATURE = 0.1
 # Where fusion's first drawer was chosen by the words (a full BM25 vote) but the vector's
 # first is at least this much closer in cosine, the vector's first is the first answer
-# (``first_answer.choose``; negative: off). Chosen leaving each set out (see the module doc).
+# (``first_answer.choose``; negative: off). Chosen leaving each set out ("Evidence, not rank
+# alone" in docs/deep-recall.md).
 MEANING_FIRST_MARGIN = 0.15
 # Feedback terms also come from a top drawer with a full BM25 vote (``text_votes``) that the
 # vector ranks low: a drawer that matches the question's words is no incidental echo (turns
