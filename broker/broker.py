@@ -368,37 +368,13 @@ class Broker:
         if req.method == Method.PALACE_FORGET_REMOTE:
             return self.forget_remote(validate_palace_name(params.name))
         self.moves.refuse_if_reserved(validate_palace_name(params.name))
-        self.check_not_remote(params.name)
+        self.remote_palaces.refuse_name(params.name)
         return self.palaces.create(params.name, params.description)
-
-    def check_not_remote(self, name: str) -> None:
-        """Refuse a name a remote writer serves (connected now or not): a palace made here
-        under it would be served in its place whenever that worker is away."""
-        host = self.remote_palaces.get(p.palace_service(name))
-        if host is not None:
-            raise p.TrustyError(
-                p.ErrorCode.PALACE_EXISTS,
-                f"palace already exists: {name} (served by a remote worker on {host})",
-            )
 
     def forget_remote(self, name: str) -> dict:
         """``palace_forget_remote``: local workers may serve ``name`` again, from this home's
-        files. Refused while a remote writer serves it, and for a palace never served
-        remotely."""
-        service = p.palace_service(name)
-        host = self.remote_palaces.get(service)
-        if host is None:
-            raise p.TrustyError(
-                p.ErrorCode.INVALID_PARAMS,
-                f"palace_forget_remote: palace {name} is not served by a remote worker",
-            )
-        if self.remote_connected(service):
-            raise p.TrustyError(
-                p.ErrorCode.INVALID_PARAMS,
-                f"palace_forget_remote: a remote worker on {host} serves palace {name} now:"
-                " stop it first (its files stay on its host)",
-            )
-        self.remote_palaces.forget(service)
+        files (``RemotePalaces.forget_palace`` says when it is refused)."""
+        host = self.remote_palaces.forget_palace(name, self.remote_connected)
         local = self.palaces.exists(name)
         self.log.warning("remote palace forgotten", palace=name, host=host, local_copy=local)
         return {"palace": name, "host": host, "local_copy": local}
@@ -425,7 +401,7 @@ class Broker:
         """Refuse to move a palace to ``name`` when a palace has it, its directory is in
         the way, a rename under way is about to give it, or it holds a credential."""
         self.moves.refuse_if_reserved(palace_dir.check_new_name(self.config, method, name))
-        self.check_not_remote(name)
+        self.remote_palaces.refuse_name(name)
         self.palaces.check_free(name)
 
     # -- workers -----------------------------------------------------------------

@@ -17,7 +17,7 @@ it again from this home's files.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -70,6 +70,37 @@ class RemotePalaces:
     def get(self, service: str) -> str | None:
         """The host a remote writer served ``service`` from, or None."""
         return self._hosts.get(service)
+
+    def refuse_name(self, name: str) -> None:
+        """Refuse to make or move a palace to a name a remote writer serves (connected now
+        or not): a palace made here under it would be served in its place whenever that
+        worker is away."""
+        host = self._hosts.get(p.palace_service(name))
+        if host is not None:
+            raise p.TrustyError(
+                p.ErrorCode.PALACE_EXISTS,
+                f"palace already exists: {name} (served by a remote worker on {host})",
+            )
+
+    def forget_palace(self, name: str, connected: Callable[[str], bool]) -> str:
+        """Take palace ``name`` off the list (``palace_forget_remote``) and return the host it
+        had. Refused for a palace never served remotely, and while a remote writer serves it
+        (``connected(service)``): its files are on that host, and it would register again."""
+        service = p.palace_service(name)
+        host = self._hosts.get(service)
+        if host is None:
+            raise p.TrustyError(
+                p.ErrorCode.INVALID_PARAMS,
+                f"palace_forget_remote: palace {name} is not served by a remote worker",
+            )
+        if connected(service):
+            raise p.TrustyError(
+                p.ErrorCode.INVALID_PARAMS,
+                f"palace_forget_remote: a remote worker on {host} serves palace {name} now:"
+                " stop it first (its files stay on its host)",
+            )
+        self.forget(service)
+        return host
 
     def record(self, service: str, host: str) -> None:
         """A remote writer registered for ``service`` from ``host``."""

@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from trusty_memory.broker.remote_palaces import FILE_NAME, RemotePalaces, UnreadableList
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 def test_a_recorded_palace_is_on_disk_before_record_returns(tmp_path):
@@ -53,3 +54,33 @@ def test_an_unreadable_list_stops_the_daemon_naming_the_file(tmp_path, text):
     with pytest.raises(UnreadableList) as refused:
         RemotePalaces(path)
     assert str(path) in str(refused.value) and "remote workers serve" in str(refused.value)
+
+
+def test_a_name_a_remote_writer_serves_is_refused_naming_its_host(tmp_path):
+    palaces = RemotePalaces(tmp_path / FILE_NAME)
+    palaces.refuse_name("far")  # not on the list: nothing to refuse
+    palaces.record("palace:far", "build-host")
+    with pytest.raises(TrustyError) as refused:
+        palaces.refuse_name("far")
+    assert refused.value.code == ErrorCode.PALACE_EXISTS
+    message = "palace already exists: far (served by a remote worker on build-host)"
+    assert refused.value.message == message
+
+
+def test_forget_palace_is_refused_while_its_writer_is_connected_and_for_a_local_palace(tmp_path):
+    path = tmp_path / FILE_NAME
+    palaces = RemotePalaces(path)
+    with pytest.raises(TrustyError, match="palace near is not served by a remote worker"):
+        palaces.forget_palace("near", lambda service: False)
+    palaces.record("palace:far", "build-host")
+    asked: list[str] = []
+
+    def connected(service: str) -> bool:
+        asked.append(service)
+        return True
+
+    with pytest.raises(TrustyError, match="a remote worker on build-host serves palace far now"):
+        palaces.forget_palace("far", connected)
+    assert asked == ["palace:far"] and "palace:far" in RemotePalaces(path)
+    assert palaces.forget_palace("far", lambda service: False) == "build-host"
+    assert "palace:far" not in RemotePalaces(path)
