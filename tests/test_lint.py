@@ -1,4 +1,7 @@
-"""The code base stays ruff-clean and keeps its import rules (both live in pyproject.toml)."""
+"""The code base stays ruff-clean and keeps its import rules (both live in pyproject.toml).
+
+Covers: pyproject.toml
+"""
 
 import shutil
 import subprocess

@@ -3,7 +3,10 @@ run by ``.ci/typecheck`` (which lays out the folder-by-folder package map mypy c
 follow by itself).
 
 ``.ci/run`` runs this file with the rest of the suite (README's test command), so a type
-error fails CI like any test."""
+error fails CI like any test.
+
+Covers: pyproject.toml
+"""
 
 import os
 import subprocess

@@ -4,6 +4,11 @@ Each one starts its own real daemon in a throw-away home, exactly as the full ru
 only the sizes are small. The checks are on the shape and sanity of what it reports
 (figures present, counts adding up, quality floors that even a tiny run must clear), never
 on timings: speed goals live in BENCHMARKS.md, measured on a quiet machine.
+
+Covers: bench/engine.py bench/idle_palaces.py bench/mcp_stdio.py bench/dream.py bench/mcp_recall.py
+    bench/locomo.py bench/probe_session_levers.py bench/probe_successor_mix.py bench/eng_notes.py
+    bench/scale.py bench/cpu_split.py bench/tcp.py bench/extended.py bench/probe_context_bm25.py
+    bench/replay.py bench/keyword_search.py bench/import_text.py bench/secret_detection.py
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 chromadb's ``ONNXMiniLM_L6_V2`` looks for, whose vectors (pooled and normalised as chromadb
 does) are the ones our embedder makes. Without this the side-by-side figures could compare
 two different models, or a download that this machine cannot make. MemPalace itself is not
-needed here: the run that installs it is the benchmark's."""
+needed here: the run that installs it is the benchmark's.
+
+Covers: bench/peer_mempalace.py
+"""
 
 from __future__ import annotations
 

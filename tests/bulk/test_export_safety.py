@@ -6,6 +6,8 @@ system account without a home or a login shell, kept for the next run) and plant
 files and links with ``setpriv`` in a sticky, world-writable folder like ``/tmp``. Root
 passes every permission check, so these tests show that the export refuses on its own
 account, whatever ``fs.protected_symlinks`` says.
+
+Covers: client/export.py client/cli/transfer.py
 """
 
 from __future__ import annotations

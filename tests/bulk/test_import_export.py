@@ -1,5 +1,9 @@
 """``trusty-memory export`` / ``import`` against the real daemon: round trip, idempotence,
-bad lines, vectors kept byte for byte, triples (closed ones too)."""
+bad lines, vectors kept byte for byte, triples (closed ones too).
+
+Covers: client/bulk.py client/export.py client/jsonl_format.py client/cli/transfer.py
+    workers/store/bulk.py common/import_checks.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """``trusty-memory import`` on hostile or broken input, against the real daemon and command:
 every case ends in a clear error that names the line (and the field), never a traceback,
-an "internal error" or a process that eats memory without end."""
+an "internal error" or a process that eats memory without end.
+
+Covers: client/bulk.py common/import_checks.py common/json_depth.py client/cli/transfer.py
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """Import for someone moving in (issue 29), through the real ``trusty-memory`` command and
 daemon: a file written by hand (no ids, no types) imports and imports again as a no-op;
 progress shows without a terminal; Ctrl-C is answered at once; restoring a palace over a
-name in use says how to restore it under another."""
+name in use says how to restore it under another.
+
+Covers: client/bulk.py client/jsonl_format.py client/cli/transfer.py client/progress.py
+    client/cli/palaces.py
+"""
 
 from __future__ import annotations
 

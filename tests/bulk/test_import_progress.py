@@ -1,7 +1,10 @@
 """Import's progress report (issue 40): while a batch is stored it shows every line read
 before it went, and it ends on a last line that counts the last batch and says 100%, on
 a terminal or not. The report's own logic against a stand-in daemon, then the real
-command and daemon without a terminal."""
+command and daemon without a terminal.
+
+Covers: client/progress.py client/bulk.py client/cli/transfer.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Deeply nested metadata sent to ``memory_remember`` (the library and MCP), against the
 real daemon: a clear ``INVALID_PARAMS`` naming the field, never a crash. Import lines
-have their own tests (``test_import_limits.py``)."""
+have their own tests (``test_import_limits.py``).
+
+Covers: common/bounds.py client/mcp/stdio.py
+"""
 
 from __future__ import annotations
 

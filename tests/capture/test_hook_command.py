@@ -3,7 +3,11 @@
 JSON on stdin), against a real daemon: it returns at once with status 0 and says nothing
 at ``Stop``; it gives the wake-up context at ``SessionStart`` within a second; and hostile
 input makes it do nothing (no process started, nothing read it should not read) while
-still exiting 0 in silence: a hook must never break the agent."""
+still exiting 0 in silence: a hook must never break the agent.
+
+Covers: client/capture/hooks.py client/cli/hooks.py client/capture/mine.py client/capture/wake_up.py
+    client/spawn.py client/daemon.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """``trusty-memory hooks install|uninstall`` on Claude Code settings files: merged into
 what is there, idempotent, taken out exactly, and never written over a file that is not
-JSON. Each test runs the real command on a settings file in a throw-away folder."""
+JSON. Each test runs the real command on a settings file in a throw-away folder.
+
+Covers: client/capture/hooks.py client/cli/hooks.py
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,12 @@
 to its documented shape, mining twice adds nothing, a grown transcript is read only from
 where the last run stopped, a rewritten one from the start without duplicates, a
 ``kill -9`` mid-run then a re-run stores every exchange exactly once, and hostile input
-is counted and skipped, never a crash."""
+is counted and skipped, never a crash.
+
+Covers: client/capture/mine.py client/capture/exchanges.py client/capture/claude_code.py
+    client/capture/codex.py client/capture/chatgpt.py client/capture/claude_ai.py
+    client/capture/markdown.py client/cli/capture.py client/progress.py workers/store/bulk.py
+"""
 
 from __future__ import annotations
 

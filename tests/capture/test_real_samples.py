@@ -3,7 +3,10 @@ each source and its license), against a real daemon: every line type they hold i
 without a bad line, each person's prompt is one drawer with the assistant's words kept and
 thinking and tool output gone, and what the agent wrote into the conversation itself
 (interrupt markers, slash-command output, hook reminders, compaction summaries, the
-compaction and warm-up sub-agents, a prompt's second record) is not taken for a prompt."""
+compaction and warm-up sub-agents, a prompt's second record) is not taken for a prompt.
+
+Covers: client/capture/claude_code.py client/capture/codex.py client/capture/mine.py
+"""
 
 from __future__ import annotations
 

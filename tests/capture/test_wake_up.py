@@ -1,6 +1,9 @@
 """``trusty-memory wake-up PALACE`` and the MCP resource ``.../wake-up``: the palace's
 identity and its most important notes within a token budget, read without counting as a
-recall. Against a real daemon; the composition's bounds also on their own."""
+recall. Against a real daemon; the composition's bounds also on their own.
+
+Covers: client/capture/wake_up.py client/cli/hooks.py client/mcp/resources.py
+"""
 
 from __future__ import annotations
 

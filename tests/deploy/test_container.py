@@ -8,6 +8,8 @@ that is not root, a healthcheck through ``trusty-memory status``, no secret bake
 each check is first shown to catch a Dockerfile that breaks it. The compose file is
 validated against the compose-spec JSON schema (as vendored by check-jsonschema) and, where
 a compose is installed (the ``docker compose`` plugin or docker-compose), by its ``config``.
+
+Covers: deploy/container/Dockerfile deploy/container/Dockerfile.dockerignore deploy/compose.yaml
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ The builder is Docker's classic one (``DOCKER_BUILDKIT=0``): no buildx here, and
 would fetch the ``# syntax=`` frontend from Docker Hub. Figures (build time, image size,
 round trips over CURVE, recovery after ``kill -9``) are printed and written to
 ``bench/out/container-engine.json``; deploy/README.md has them and the command.
+
+Covers: deploy/container/Dockerfile deploy/compose.yaml deploy/k8s/broker.yaml
+    deploy/k8s/palace-notes.yaml workers/remote.py
 """
 
 from __future__ import annotations

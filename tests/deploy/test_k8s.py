@@ -7,6 +7,8 @@ broker's Service with the server's public key, each worker's volume as its home,
 key file a variable names present in the Secret mounted there. ``secrets.sh`` runs for
 real (``kubectl`` needs no cluster for ``--dry-run=client``) on keys in the format
 ``trusty-memory keys`` writes (pyzmq's ``zmq.auth.create_certificates``).
+
+Covers: deploy/k8s/broker.yaml deploy/k8s/palace-notes.yaml deploy/k8s/secrets.sh
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ format launchd reads) and checked key by key against what launchd documents
 (launchd.plist(5)): the types of the keys, the job's command, environment and logs, and
 the restart policy. Install and uninstall run for real against a home directory of the
 test's own, as they would on macOS.
+
+Covers: client/cli/launchd.py client/cli/service.py
 """
 
 from __future__ import annotations

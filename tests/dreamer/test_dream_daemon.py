@@ -2,6 +2,9 @@
 
 Every dream here is run explicitly (``dream_once`` / the CLI), so the daemon's own dreamer
 is switched off for this module; ``test_supervised.py`` covers the scheduled one.
+
+Covers: dreamer/__main__.py dreamer/runner.py dreamer/progress.py client/cli/dreaming.py
+    workers/store/dedup.py workers/store/archive.py
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Vectors are made by hand so similarity is exact and known: these tests pin the policy
 (what merges, what survives, what decays, what is archived), the daemon tests pin the
 plumbing with the real model.
+
+Covers: dreamer/planner.py workers/store/dedup.py workers/store/decay.py workers/store/archive.py
+    workers/store/edit.py
 """
 
 from __future__ import annotations

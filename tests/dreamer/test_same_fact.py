@@ -2,6 +2,8 @@
 
 Unit tests pin each check and its reason; the slow test measures the dreamer's whole
 decision (real MiniLM cosine >= 0.95 and the rule) on the labelled pairs in ``data/``.
+
+Covers: workers/store/same_fact.py bench/merge_pairs.py
 """
 
 from __future__ import annotations

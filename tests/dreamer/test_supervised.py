@@ -1,4 +1,7 @@
-"""The daemon's own dreamer: started by default, dreams idle palaces, restarted on crash."""
+"""The daemon's own dreamer: started by default, dreams idle palaces, restarted on crash.
+
+Covers: dreamer/scheduler.py dreamer/__main__.py broker/supervisor.py
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""A client started with another home's config starts the daemon of that home."""
+"""A client started with another home's config starts the daemon of that home.
+
+Covers: client/spawn.py client/daemon.py
+"""
 
 from __future__ import annotations
 

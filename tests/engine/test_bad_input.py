@@ -1,4 +1,7 @@
-"""Bad input of every kind gets an error naming its cause, and everything keeps serving."""
+"""Bad input of every kind gets an error naming its cause, and everything keeps serving.
+
+Covers: broker/broker.py common/protocol.py common/names.py workers/palace.py
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """The embedder's bulk lane (``embed_bulk``), against the real daemon and model: the same
 vectors as ``embed``, from a process of its own that runs niced, starts on first use,
 stops when idle and comes back on the next bulk call; and ``mine`` stores vectors that
-recall finds, with a redacted drawer embedded again from its redacted text."""
+recall finds, with a redacted drawer embedded again from its redacted text.
+
+Covers: workers/embedder/worker.py broker/broker.py client/capture/mine.py
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The ``trusty-memory`` command line, as a person or a script uses it: real processes."""
+"""The ``trusty-memory`` command line, as a person or a script uses it: real processes.
+
+Covers: client/cli/main.py client/cli/parser.py client/cli/admin.py client/cli/memory.py
+    client/cli/palaces.py client/cli/kg.py client/cli/server.py broker/status_report.py
+    common/__init__.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """The CLI's verbs for what ``serve --tools extended`` offers, against the real daemon:
 update (and archive restore of the version it replaced), get, search with its cursor,
-kg query --as-of / history / invalidate, stats and health."""
+kg query --as-of / history / invalidate, stats and health.
+
+Covers: client/cli/memory.py client/cli/kg.py client/cli/dreaming.py client/mcp/tools_status.py
+    workers/store/search.py
+"""
 
 from __future__ import annotations
 

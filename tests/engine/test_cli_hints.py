@@ -1,6 +1,9 @@
 """What the command line says when something typed is wrong: a mistyped option is answered
 by its verb, with the nearest option; a palace that is not there gets how to create it
-and the nearest palace there is (issue 40). Real processes, as a person meets them."""
+and the nearest palace there is (issue 40). Real processes, as a person meets them.
+
+Covers: client/cli/parser.py client/cli/main.py
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,11 @@
 terminal says what it is; the palace comes first in every verb, the old spellings still
 work with a hint, and a mistyped verb gets a suggestion; output for people (no Python
 reprs, '…' where text was cut, scores to 4 decimals everywhere, MCP included, readable
-logs on a terminal, uptime in words); ``dream --dry-run`` explains what decay did."""
+logs on a terminal, uptime in words); ``dream --dry-run`` explains what decay did.
+
+Covers: client/cli/main.py client/cli/output.py client/cli/memory.py client/cli/admin.py
+    client/cli/dreaming.py client/mcp/stdio.py common/human.py ui/views.py workers/store/read.py
+"""
 
 from __future__ import annotations
 

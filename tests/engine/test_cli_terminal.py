@@ -8,6 +8,9 @@ what came before it, an 8-bit CSI and a bidi override. Every verb that shows the
 every error that quotes an argument, must show them escaped (visible, never obeyed),
 while ``--json`` gives back the exact text. The commands run for real, against a real
 daemon, on a pipe, and ``show`` once on a pseudo-terminal.
+
+Covers: client/cli/output.py common/human.py client/cli/admin.py client/cli/memory.py
+    client/cli/kg.py client/cli/palaces.py
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """How the command line words things for people (``common/human.py``) and how it
-answers a mistyped verb (``client/cli/parser.py``): pure functions, checked directly."""
+answers a mistyped verb (``client/cli/parser.py``): pure functions, checked directly.
+
+Covers: common/human.py client/cli/parser.py
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """A full disk refuses writes by name and stops nothing: the daemon's home (palaces, logs,
-records, sockets) sits on a small tmpfs that the test fills up."""
+records, sockets) sits on a small tmpfs that the test fills up.
+
+Covers: common/disk_full.py workers/store/schema.py broker/daemon.py
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ for the embedder's model load and the MCP host's SDK import; on two cores the dr
 interpreter start took CPU from both. The daemon now holds the dreamer back until a palace
 worker is ready with nothing left to answer, or ``DREAMER_START_S`` at the latest, and it
 still runs: a real daemon, its log read for the order of the events.
+
+Covers: broker/broker.py
 """
 
 from __future__ import annotations

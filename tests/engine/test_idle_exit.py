@@ -3,6 +3,8 @@
 Real daemons in their own homes, started the two ways: on demand by a client (the CLI,
 ``serve``) and as ``trusty-memory daemon`` (what a service manager runs). The dreamer is
 on, so its own polling is there to (wrongly) keep a daemon alive.
+
+Covers: broker/daemon.py broker/__main__.py broker/broker.py client/mcp/relay.py
 """
 
 from __future__ import annotations

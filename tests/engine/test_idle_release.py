@@ -3,6 +3,8 @@
 Against the real daemon, forked workers and model, with ``[palace] idle_release_s`` made
 short. Each worker says in the log when it released its index, which is how the test
 knows the requests after it met a released index.
+
+Covers: workers/palace.py workers/store/state.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""A long-running daemon must not keep the memory of its biggest moment."""
+"""A long-running daemon must not keep the memory of its biggest moment.
+
+Covers: workers/embedder/worker.py
+"""
 
 from __future__ import annotations
 

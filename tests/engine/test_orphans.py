@@ -5,6 +5,8 @@ running for good: they read their parent's pid only once started, by when the da
 gone and init had adopted them. Now the daemon names itself in the environment of every
 child (``TRUSTY_MEMORY_PARENT_PID``), and each actor watches that pid. Here the named
 supervisor is a process that has already exited, as the daemon would have.
+
+Covers: workers/base.py dreamer/scheduler.py client/mcp/host.py
 """
 
 from __future__ import annotations

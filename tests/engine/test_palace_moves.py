@@ -4,6 +4,8 @@ What must hold: a deleted palace is archived whole and comes back as it was; its
 are stopped first, every request they held is answered (a result, or PALACE_NOT_FOUND),
 none hangs, and no acknowledged write is lost; afterwards the palace is not found. A
 renamed palace keeps its drawer ids and its index; the old name is not found.
+
+Covers: broker/palace_moves.py broker/palaces.py client/cli/palaces.py
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 The readers here are made to lag on purpose (``reader_refresh_s`` of an hour): they catch
 up only when a request's ``min_seq`` demands it, so read-your-writes is tested, not
 granted by a reader that happens to be current.
+
+Covers: workers/reader.py broker/reader_scaling.py broker/broker.py broker/palaces.py
+    broker/records.py broker/status_report.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Every palace operation through the real daemon, workers, sockets, SQLite and model."""
+"""Every palace operation through the real daemon, workers, sockets, SQLite and model.
+
+Covers: client/sync.py broker/broker.py workers/palace.py workers/writer.py
+"""
 
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ rebuilt: user, IPC, PID and cgroup isolation (``PrivateUsers=``, ``PrivateIPC=``
 ``ProtectProc=``, ``Protect{Kernel*,ControlGroups,Clock,Hostname}=``, ``PrivateDevices=``).
 
 Needs root (namespaces), ``unshare``, ``setpriv``, libseccomp and ``systemd-analyze``.
+
+Covers: client/cli/systemd.py
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ started outside: it answers MCP over HTTP with tool calls served by that daemon,
 SIGTERM ends it with exit code 0.
 
 Needs root (namespaces), ``unshare``, ``setpriv``, libseccomp and ``systemd-analyze``.
+
+Covers: client/cli/systemd.py client/mcp/http_service.py
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """`trusty-memory setup` end to end with the real model, and the compiled-model cache shared
-by installs in different places and by processes racing on a cold cache."""
+by installs in different places and by processes racing on a cold cache.
+
+Covers: client/cli/admin.py workers/embedder/compiled_model.py workers/embedder/model_build.py
+    workers/embedder/export_tools.py
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,10 @@ shared environment, compiles), then a palace round trip through the daemon it st
 whose embedder maps no torch.
 
 Opt-in (TRUSTY_MEMORY_TEST_SMALL_INSTALL=1): it installs ~1.9 GB from the package index
-and takes about two minutes, so the default suite leaves it out."""
+and takes about two minutes, so the default suite leaves it out.
+
+Covers: pyproject.toml client/cli/admin.py workers/embedder/export_tools.py
+"""
 
 from __future__ import annotations
 

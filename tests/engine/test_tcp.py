@@ -5,6 +5,9 @@ refused, and a remote palace worker killed and restarted with nothing acknowledg
 Everything is real: the daemon, its sockets on 127.0.0.1, the real model, the keys, a
 ``trusty-memory worker`` process in a home of its own. ``test_netns.py`` runs the same
 kinds of client across two network namespaces.
+
+Covers: common/transport.py common/keys.py workers/remote.py broker/remote_palaces.py
+    broker/broker.py client/mcp/direct.py
 """
 
 from __future__ import annotations

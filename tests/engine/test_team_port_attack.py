@@ -13,6 +13,8 @@ real daemon on a real port with CURVE:
 The daemons run with 1024 descriptors (``prlimit``, soft and hard: what many hosts give
 a process), so a flood of a few thousand connections is an exhaustion here. The attacker
 connects from 127.0.0.2, a loopback address of its own, as a host elsewhere would.
+
+Covers: common/transport.py common/keys.py broker/daemon.py client/sync.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Palace workers forked from the template: cheaper, and supervised like any other."""
+"""Palace workers forked from the template: cheaper, and supervised like any other.
+
+Covers: workers/template.py broker/forks.py broker/supervisor.py workers/palace_process.py
+"""
 
 from __future__ import annotations
 

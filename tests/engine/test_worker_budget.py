@@ -1,6 +1,9 @@
 """A budget of palace worker processes (``[broker] max_workers``): a home of thousands of
 palaces cannot start thousands of processes. Past the budget the least recently used idle
-palace stops first; only when every palace is busy does a request get "busy"."""
+palace stops first; only when every palace is busy does a request get "busy".
+
+Covers: broker/broker.py
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 (issue 39: mining yields to interactive calls). Real daemon, writer and model: one client
 pipelines two large imports, another asks a recall while the first import runs; the
 recall's answer comes back before the second import's, where the writer used to run the
-queued import first and send both answers together."""
+queued import first and send both answers together.
+
+Covers: workers/writer.py workers/base.py client/aio.py
+"""
 
 from __future__ import annotations
 

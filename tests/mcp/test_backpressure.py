@@ -7,6 +7,8 @@ and the host bounds a connection that floods it directly (a relay gone wrong) th
 Real daemon, real host, ``serve`` as a subprocess. Without the bounds these floods grew
 ``serve`` by 100+ MB and the host by as much (``bench/mcp_backpressure.py``); the limits
 below sit far under that and far over what the bounded session holds.
+
+Covers: client/mcp/stdio.py client/mcp/relay.py client/mcp/host.py client/mcp/direct.py
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ questions. Notes that stand alone borrow nothing from their neighbours
 puts the right note first for every question (when every note borrowed its neighbour's
 meaning and words, it did for 9 of the 12, ``bench/replay.py``'s ``before``). Real
 ``serve``, real daemon, real model.
+
+Covers: workers/store/relatedness.py workers/store/context.py workers/store/ranking.py
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ it the contract's ten stay exactly as they are.
 Every result of the session test is checked against the output schema it was listed with,
 strictly (no field the schema does not name, at any depth), as test_output_schemas.py does
 for the contract's ten.
+
+Covers: client/mcp/tools_extended.py client/mcp/tools_status.py client/mcp/resources.py
+    client/mcp/tool_sets.py client/mcp/tool_schema.py client/mcp/relay.py client/mcp/direct.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Framing and JSON-RPC errors at the stdio edge (things an SDK client never sends)."""
+"""Framing and JSON-RPC errors at the stdio edge (things an SDK client never sends).
+
+Covers: client/mcp/stdio.py
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The handshake: answered at once, with the contract's ``serverInfo``, no daemon needed."""
+"""The handshake: answered at once, with the contract's ``serverInfo``, no daemon needed.
+
+Covers: client/mcp/stdio.py client/mcp/server.py common/__init__.py
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Each case here once stopped a real server from reading stdin (a reader thread that died)
 or from writing stdout (a writer that could not encode an echoed string).
+
+Covers: client/mcp/stdio.py client/mcp/lines.py client/mcp/server.py
 """
 
 from __future__ import annotations

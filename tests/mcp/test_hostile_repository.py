@@ -4,6 +4,8 @@ Agent hosts start ``serve`` in the project's folder, and every actor the daemon 
 inherits that working directory. A module there named like a library the daemon imports
 (``structlog.py``, ``numpy.py``, ``mcp.py``...) must never be imported by any of them: the
 broker, the MCP host, the template, palace workers, the embedder, the dreamer.
+
+Covers: common/launch.py broker/supervisor.py client/spawn.py client/cli/systemd.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``--http ADDR``: the SDK's streamable-HTTP endpoint beside stdio."""
+"""``--http ADDR``: the SDK's streamable-HTTP endpoint beside stdio.
+
+Covers: client/mcp/http.py client/mcp/direct.py
+"""
 
 from __future__ import annotations
 

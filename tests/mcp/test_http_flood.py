@@ -5,6 +5,8 @@ good; thousands of them reached the descriptor limit, the user's own request tim
 and every failed accept wrote a traceback. Here ``serve`` runs under a lowered
 ``RLIMIT_NOFILE`` so a few hundred connections from 127.0.0.1 are a flood, with a short
 head deadline (``[http] header_timeout_s``) so the test takes seconds.
+
+Covers: common/http_guard.py client/mcp/http.py
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ longer than the limit (here one set low with ``TRUSTY_MEMORY_MCP_MAX_REPLY_BYTES
 answered with an error naming it, by whichever side holds the lower limit, and a request
 line over its limit gets an error with its id. Real daemon, real host, the official MCP
 client.
+
+Covers: client/mcp/lines.py client/mcp/relay.py client/mcp/host.py client/mcp/stdio.py
 """
 
 from __future__ import annotations

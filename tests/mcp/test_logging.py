@@ -1,4 +1,7 @@
-"""Logs go to stderr only, default level warn; TRUSTY_MEMORY_LOG or RUST_LOG raise it."""
+"""Logs go to stderr only, default level warn; TRUSTY_MEMORY_LOG or RUST_LOG raise it.
+
+Covers: common/logs.py
+"""
 
 from __future__ import annotations
 

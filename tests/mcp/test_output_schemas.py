@@ -10,6 +10,9 @@ as an annotation).
 The same session checks that the input bounds changed nothing: values at the bounds are
 served, values past them get the server's own error, as before there were bounds (neither
 the SDK's server nor its client checks arguments against ``inputSchema``).
+
+Covers: client/mcp/tools.py client/mcp/tool_schema.py client/mcp/tool_record.py
+    client/mcp/session.py
 """
 
 from __future__ import annotations

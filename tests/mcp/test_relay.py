@@ -1,6 +1,9 @@
 """``serve`` as a relay to the daemon's MCP host: what it answers itself equals the SDK's
 answer, a session that only lists tools starts nothing, and losing the host loses no
-request without an answer. Real daemon, real host, real sockets."""
+request without an answer. Real daemon, real host, real sockets.
+
+Covers: client/mcp/relay.py client/mcp/host.py broker/supervisor.py
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ clear until ``trusty-memory scrub --apply``, after which no file of the home doe
 secret always leaves one marker.
 
 Every credential is made at random in its provider's format when the module loads.
+
+Covers: workers/secrets_guard.py common/credentials/redactor.py common/credentials/detector.py
+    workers/scrub.py client/cli/scrub.py
 """
 
 from __future__ import annotations

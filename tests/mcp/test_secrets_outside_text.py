@@ -8,6 +8,9 @@ default mode nothing of them reaches any file of the home (grepped byte by byte)
 answer, export or listing shows one; a palace name that holds one is refused, since a
 marker is no name to call it by again. A palace written with ``keep`` holds them in
 clear until ``scrub --apply``, after which no file does, ``palace.json`` included.
+
+Covers: common/credentials/fields.py workers/secrets_guard.py workers/scrub.py client/cli/scrub.py
+    broker/broker.py
 """
 
 from __future__ import annotations

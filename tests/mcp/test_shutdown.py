@@ -1,4 +1,7 @@
-"""Shutdown: EOF -> exit 0; SIGTERM/SIGINT -> stop reading, exit 0 within 2 s."""
+"""Shutdown: EOF -> exit 0; SIGTERM/SIGINT -> stop reading, exit 0 within 2 s.
+
+Covers: client/mcp/stdio.py client/mcp/server.py
+"""
 
 from __future__ import annotations
 

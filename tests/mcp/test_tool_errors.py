@@ -9,6 +9,8 @@ the nearest known one.
 
 None of these reach the daemon: the front end rejects them before any request is sent,
 which is also why they answer even when no daemon can start.
+
+Covers: client/mcp/session.py client/mcp/stdio.py client/mcp/tool_record.py client/mcp/tool_sets.py
 """
 
 from __future__ import annotations

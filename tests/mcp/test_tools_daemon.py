@@ -2,6 +2,9 @@
 
 The ``serve`` process starts the daemon itself (the client's autostart) in a throw-away
 home; the fixture stops it afterwards. These tests need the engine; they fail without it.
+
+Covers: client/mcp/tools.py client/mcp/session.py client/mcp/relay.py client/mcp/host.py
+    client/mcp/server.py client/aio.py
 """
 
 from __future__ import annotations

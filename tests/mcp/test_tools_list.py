@@ -3,6 +3,8 @@
 Our additions (a title, an output schema, annotations, descriptions for the properties the
 contract left bare, the bounds the contract states) are checked to be additions only:
 taking them away must give the contract's list back, exactly.
+
+Covers: client/mcp/tools.py client/mcp/tool_sets.py client/mcp/tool_schema.py client/mcp/relay.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The tool layer in-process with a fake daemon: params sent, results projected."""
+"""The tool layer in-process with a fake daemon: params sent, results projected.
+
+Covers: client/mcp/tools.py client/mcp/tool_sets.py client/mcp/tool_record.py
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """Spans on demand (issue 41): with ``TRUSTY_MEMORY_TRACE`` set, a recall and a remember
 driven through the official SDK client over ``serve`` leave spans from every actor they
 cross, joined by the trace id the client put in ``_meta``; unset, nothing is written and
-neither the envelope nor the answers change. Real daemon, real workers, real model."""
+neither the envelope nor the answers change. Real daemon, real workers, real model.
+
+Covers: common/tracing.py common/protocol.py client/mcp/relay.py
+"""
 
 from __future__ import annotations
 

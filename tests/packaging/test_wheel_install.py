@@ -13,6 +13,8 @@ is this venv's and its daemon finds the model ``./dev`` compiled (the cache is p
 and machine), and pip's own cache holds the hnswlib wheel built when ``./dev`` set up, so
 nothing compiles twice. About 30 s here; on a machine whose pip cache is empty, add the
 downloads and hnswlib's compile (~35 s).
+
+Covers: pyproject.toml MANIFEST.in
 """
 
 from __future__ import annotations

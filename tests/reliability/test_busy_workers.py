@@ -12,6 +12,8 @@ The real daemon, the real model and real processes throughout: the contention is
 hog of busy-looping processes, and the expiry is lowered to a few seconds in the test
 home so the old behaviour fails within a minute (one embedder call of 256 texts takes
 longer than that under the hog) while the test stays short.
+
+Covers: workers/base.py broker/supervisor.py broker/broker.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Hostile stdin for serve and malformed frames for the broker: answered, never fatal."""
+"""Hostile stdin for serve and malformed frames for the broker: answered, never fatal.
+
+Covers: client/mcp/stdio.py broker/broker.py common/protocol.py bench/fuzz_cases.py
+    bench/reliability.py
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""kill -9 of each process during 16 sessions of writes: nothing acknowledged is lost."""
+"""kill -9 of each process during 16 sessions of writes: nothing acknowledged is lost.
+
+Covers: workers/writer.py broker/supervisor.py bench/reliability.py
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Memory growth is judged only by the full 10-minute run (BENCHMARKS.md): 20 seconds cannot
 tell growth from caches filling.
+
+Covers: broker/broker.py client/mcp/host.py bench/reliability.py
 """
 
 from __future__ import annotations

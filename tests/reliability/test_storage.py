@@ -1,5 +1,8 @@
 """Storage faults: a damaged index is rebuilt, a corrupt palace fails alone and clearly,
-a full disk refuses writes by name and loses nothing."""
+a full disk refuses writes by name and loses nothing.
+
+Covers: workers/store/index.py workers/store/schema.py bench/reliability.py
+"""
 
 from __future__ import annotations
 

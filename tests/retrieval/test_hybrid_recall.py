@@ -5,6 +5,8 @@ that only BM25 can match, a paraphrase that shares no word with its query (only 
 can match it), and a reply whose meaning lives in the turn before it (findable through a
 caller's ``embed_text``, or through the context vector the palace gives a drawer written
 right after another in the same room; not when written hours later).
+
+Covers: workers/store/ranking.py workers/store/context.py workers/store/relatedness.py
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 These decide every figure in the LoCoMo benchmark, so they are pinned here: a wrong
 normaliser silently drops gold evidence, a wrong metric silently inflates recall.
+
+Covers: bench/locomo_data.py
 """
 
 from __future__ import annotations

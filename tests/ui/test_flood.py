@@ -4,6 +4,8 @@ the same guards as ``serve --http`` (``common/http_guard.py``), on the page's se
 The page runs under a lowered ``RLIMIT_NOFILE`` with a short head deadline, and without
 a daemon: the authorised request is the page's stylesheet, which the token guards like
 every other path and which needs no daemon to answer.
+
+Covers: common/http_guard.py ui/server.py
 """
 
 from __future__ import annotations

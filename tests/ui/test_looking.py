@@ -4,6 +4,8 @@ was; an agent's or the CLI's own recall still counts.
 
 Each page search runs recall and deep recall; before, every search added a hit to each
 drawer shown, twice, and decay raised their importance for it.
+
+Covers: ui/views.py ui/app.py
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 told the private URL and ``--host 127.0.0.2`` before ``--allow-remote``; a taken port is
 told ``--port 0``; the palaces page gives last activity in one format; the daemon page
 says its restarts in words. Checked on the guard, the templates and the command itself,
-with no daemon or browser."""
+with no daemon or browser.
+
+Covers: ui/security.py ui/app.py ui/views.py ui/server.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Every page in headless chromium, against a real daemon: what was remembered is found,
 the dreamer's plan and apply and the archive's restore work, the daemon page refreshes.
-Each test also takes its page's screenshot (``conftest.SCREENSHOTS``; docs/ui/ for the README)."""
+Each test also takes its page's screenshot (``conftest.SCREENSHOTS``; docs/ui/ for the README).
+
+Covers: ui/app.py ui/views.py
+"""
 
 from __future__ import annotations
 

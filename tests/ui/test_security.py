@@ -1,4 +1,7 @@
-"""The page's locks, over plain HTTP: the token, the host check, CSRF on every change."""
+"""The page's locks, over plain HTTP: the token, the host check, CSRF on every change.
+
+Covers: ui/security.py ui/app.py ui/server.py
+"""
 
 from __future__ import annotations
 

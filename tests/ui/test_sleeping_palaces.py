@@ -1,5 +1,8 @@
 """Looking at a home of sleeping palaces does not wake them: the palaces and dreamer pages
-show what each writer last wrote (``summary.json``, ``palace_summaries``)."""
+show what each writer last wrote (``summary.json``, ``palace_summaries``).
+
+Covers: ui/views.py broker/palaces.py common/palace_dir.py
+"""
 
 from __future__ import annotations
 

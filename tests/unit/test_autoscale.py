@@ -1,4 +1,7 @@
-"""The autoscale rule on its own (``broker/autoscale.py``): numbers in, decisions out."""
+"""The autoscale rule on its own (``broker/autoscale.py``): numbers in, decisions out.
+
+Covers: broker/autoscale.py
+"""
 
 from __future__ import annotations
 

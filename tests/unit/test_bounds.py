@@ -2,7 +2,11 @@
 bound, each kind of bound words its refusal the same way, the limits are settings, lone
 surrogates are found before encoding fails, and edge times are named errors.
 
-The daemon-side behaviour (each path, each method) is tests/engine/test_bounds.py.
+The daemon-side behaviour (each path, each method) is
+tests/engine/test_bounds_through_daemon.py.
+
+Covers: common/bounds.py common/values.py common/methods.py workers/store/dedup.py
+    workers/store/write.py
 """
 
 from __future__ import annotations

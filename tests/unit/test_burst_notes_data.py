@@ -1,6 +1,9 @@
 """The burst-notes set (``bench/burst_notes_data.py``): committed, current and shaped as
 issue 30 asks (at least 300 notes in bursts of 5 to 30, at least 200 questions, each
-answered by one note, every burst with its sources)."""
+answered by one note, every burst with its sources).
+
+Covers: bench/burst_notes_data.py
+"""
 
 from __future__ import annotations
 

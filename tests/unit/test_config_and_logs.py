@@ -1,4 +1,7 @@
-"""Config comes from the home's config.toml with environment variables on top."""
+"""Config comes from the home's config.toml with environment variables on top.
+
+Covers: common/config.py common/logs.py
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Context-aware vectors (``workers/store/context.py``): the rule, the writer's use of it,
-the switch."""
+the switch.
+
+Covers: workers/store/context.py workers/writer.py workers/palace.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Schema v10: drawers that took their episode predecessor's context without continuing it
 get their own vector and words back (``schema._v10_context_by_content``), as a remember
-now stores them (``context.context_of``, ``relatedness.continues``)."""
+now stores them (``context.context_of``, ``relatedness.continues``).
+
+Covers: workers/store/schema.py workers/store/context.py
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ sister!") is found by the words of the question it answers. Keyword search, the 
 switch and every path that writes a drawer row (remember, import, update, archive and
 restore, the v6 migration) are covered here; the figures are in ``bench/locomo.py`` and
 ``bench/eng_notes.py``.
+
+Covers: workers/store/context.py workers/store/ranking.py workers/store/search.py
+    workers/store/bulk.py workers/store/edit.py workers/store/schema.py
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Every credential here is random, made in its provider's format at test time; none is live.
 The store test uses the unit tests' deterministic pseudo-embedder (``fake_embed``), named as
 such: no model, so it checks where vectors and text go, not what they mean.
+
+Covers: common/credentials/detector.py common/credentials/rules.py common/credentials/shipped.py
+    common/credentials/markers.py common/credentials/redactor.py workers/scrub.py
+    bench/secrets_data.py
 """
 
 from __future__ import annotations

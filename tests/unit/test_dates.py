@@ -1,4 +1,7 @@
-"""The dates a question names, as spans of ``created_at`` (``workers/store/dates.py``)."""
+"""The dates a question names, as spans of ``created_at`` (``workers/store/dates.py``).
+
+Covers: workers/store/dates.py
+"""
 
 from __future__ import annotations
 

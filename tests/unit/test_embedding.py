@@ -1,4 +1,7 @@
-"""The embedders: the real MiniLM from its package, and the test-only hashed one."""
+"""The embedders: the real MiniLM from its package, and the test-only hashed one.
+
+Covers: workers/embedder/embedding.py workers/embedder/compiled_model.py workers/embedder/worker.py
+"""
 
 from __future__ import annotations
 

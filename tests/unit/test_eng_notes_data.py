@@ -1,4 +1,7 @@
-"""The engineering-notes set (``bench/eng_notes_data.py``): deterministic, committed, sound."""
+"""The engineering-notes set (``bench/eng_notes_data.py``): deterministic, committed, sound.
+
+Covers: bench/eng_notes_data.py
+"""
 
 from __future__ import annotations
 

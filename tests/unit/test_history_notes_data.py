@@ -1,4 +1,7 @@
-"""The project-history set (``bench/history_notes_data.py``): committed and sound."""
+"""The project-history set (``bench/history_notes_data.py``): committed and sound.
+
+Covers: bench/history_notes_data.py
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""VectorIndex: hnswlib as a cache, with in-search filtering and atomic snapshots."""
+"""VectorIndex: hnswlib as a cache, with in-search filtering and atomic snapshots.
+
+Covers: workers/store/index.py
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 The index is a cache of SQLite: released, it must come back answering exactly as before,
 and every write made meanwhile must be stored at once and indexed by the load.
+
+Covers: workers/store/state.py workers/store/index.py workers/store/read.py workers/store/write.py
 """
 
 from __future__ import annotations

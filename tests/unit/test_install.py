@@ -1,6 +1,10 @@
 """What an install holds and where the compiled model lives: the pins and index agree
 between pyproject.toml, ./dev and the code; the cache key names versions, never paths;
-nothing that serves imports the export stack."""
+nothing that serves imports the export stack.
+
+Covers: pyproject.toml dev workers/embedder/compiled_model.py workers/embedder/export_tools.py
+    client/cli/admin.py
+"""
 
 from __future__ import annotations
 

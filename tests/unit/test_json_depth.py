@@ -1,5 +1,8 @@
 """``common.json_depth.nesting_over``: the bound measured on the bytes, the same on every
-Python, brackets inside strings not counted."""
+Python, brackets inside strings not counted.
+
+Covers: common/json_depth.py
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """CURVE keys (common/keys.py), the key gate and tcp bind rules (common/transport.py), and
-the ``trusty-memory keys`` verbs, on real files in throw-away homes."""
+the ``trusty-memory keys`` verbs, on real files in throw-away homes.
+
+Covers: common/keys.py common/transport.py client/cli/keys.py
+"""
 
 from __future__ import annotations
 

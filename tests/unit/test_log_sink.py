@@ -1,4 +1,7 @@
-"""A log write that fails (a full disk) must drop the line, never raise into the actor."""
+"""A log write that fails (a full disk) must drop the line, never raise into the actor.
+
+Covers: common/logs.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """The protocol's methods, declared once (``common/methods.py``): the records are whole,
 the tables derived from them agree with them, and no other product module spells a
-method as a bare string."""
+method as a bare string.
+
+Covers: common/methods.py
+"""
 
 from __future__ import annotations
 

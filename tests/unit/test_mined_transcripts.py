@@ -1,5 +1,8 @@
 """The pure parts of ``bench/mined_transcripts.py``: LoCoMo sessions written as Claude Code
-transcripts that ``mine`` groups as the bench expects, and the hit and turn-budget rules."""
+transcripts that ``mine`` groups as the bench expects, and the hit and turn-budget rules.
+
+Covers: bench/mined_transcripts.py client/capture/claude_code.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """The paraphrase set (``bench/paraphrase_notes_data.py``): committed, current, and asked
 in other words: no question holds a rare word of the note that answers it (a word at most
-two notes of the set hold, stop words aside), so only meaning connects them."""
+two notes of the set hold, stop words aside), so only meaning connects them.
+
+Covers: bench/paraphrase_notes_data.py
+"""
 
 from __future__ import annotations
 

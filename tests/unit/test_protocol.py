@@ -1,4 +1,7 @@
-"""The shared protocol: envelopes round-trip, bad frames become typed errors."""
+"""The shared protocol: envelopes round-trip, bad frames become typed errors.
+
+Covers: common/protocol.py common/messages.py common/methods.py common/names.py
+"""
 
 from __future__ import annotations
 

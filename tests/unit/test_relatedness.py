@@ -5,6 +5,8 @@ the generated engineering notes, the project history and the burst notes (the co
 sets in ``bench/data``). The rule must call a conversation's turns related and notes that
 stand alone standalone on every set; ``bench/probe_relatedness.py`` has the same counts
 with LoCoMo's 5,610 pairs.
+
+Covers: workers/store/relatedness.py
 """
 
 from __future__ import annotations

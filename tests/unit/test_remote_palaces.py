@@ -1,4 +1,7 @@
-"""The list of palaces remote writers serve survives the daemon (``broker/remote_palaces.py``)."""
+"""The list of palaces remote writers serve survives the daemon (``broker/remote_palaces.py``).
+
+Covers: broker/remote_palaces.py
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ The unit is checked by systemd's own tools when they are installed: ``systemd-an
 verify`` (which warns on stderr and still exits 0, so any output fails) and
 ``systemd-analyze security --offline=true`` (its overall exposure must be <= 3.0). Both
 checks are first shown to catch a broken or an unhardened unit, so they can fail.
+
+Covers: client/cli/systemd.py client/cli/service.py
 """
 
 from __future__ import annotations

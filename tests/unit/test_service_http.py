@@ -4,6 +4,8 @@ A second unit beside the daemon's, ``trusty-memory-http``, running ``trusty-memo
 Checked as the daemon's unit is (``test_service.py``): systemd's own ``verify`` and
 ``security`` on what ``--print`` shows, install and uninstall for real in a home of the
 test's own; the agent with ``test_launchd.py``'s reading of launchd.plist(5).
+
+Covers: client/cli/systemd.py client/cli/service.py client/cli/launchd.py
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""PalaceStore: SQLite as the truth, the index following it, the contract's shapes."""
+"""PalaceStore: SQLite as the truth, the index following it, the contract's shapes.
+
+Covers: workers/store/write.py workers/store/read.py workers/store/state.py workers/store/rows.py
+    workers/store/schema.py workers/store/ranking.py workers/store/first_answer.py
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,11 @@
 """The extended tools' storage: update with versions in the archive, search with cursors,
 a subject's fact history and its state at a past moment, closing a fact, stats; and a
-reader that follows all of it from the change log."""
+reader that follows all of it from the change log.
+
+Covers: workers/store/edit.py workers/store/search.py workers/store/archive.py
+    workers/store/decay.py workers/store/dream_log.py workers/store/schema.py workers/store/state.py
+    common/palace_dir.py
+"""
 
 from __future__ import annotations
 

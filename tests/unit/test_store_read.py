@@ -2,6 +2,8 @@
 
 A small deterministic test embedder (``fake_embed``) stands in for the model: these tests
 are about what a reader sees and when, not about recall quality.
+
+Covers: workers/store/read.py workers/store/state.py
 """
 
 from __future__ import annotations

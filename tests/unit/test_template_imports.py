@@ -4,6 +4,8 @@ sqlite-utils imports pandas whenever it is installed; with pyarrow beside it (co
 agent's Python environment) that starts jemalloc's background thread, and the template,
 counting two threads, refuses to fork (seen on a 16-core host). A stand-in ``pandas``
 package on the path says whether anything still imports it.
+
+Covers: workers/template.py workers/store/__init__.py
 """
 
 import os

@@ -1,5 +1,8 @@
 """The template's warm-up: it must run to the end (a failure is only logged, so a broken
-warm-up would silently cost every worker memory) and leave nothing a fork could trip on."""
+warm-up would silently cost every worker memory) and leave nothing a fork could trip on.
+
+Covers: workers/warm_up.py
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 
 No daemon here: these are the directory moves the broker makes once a palace's workers
 have exited. A real palace store (SQLite, index snapshot) is moved and opened again; the
-daemon's side (workers stopped first, requests refused) is in tests/engine.
+daemon's side (workers stopped first, requests refused: ``broker/palace_moves.py``) is in
+tests/engine/test_palace_moves.py.
+
+Covers: broker/palaces.py
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ arithmetic is pinned in ``tests/unit/test_autoscale.py``).
 The thresholds are shortened so that the test takes seconds, and a reader is kept whatever
 it adds (``autoscale_min_gain = -1``): on two shared cores whether a reader raises
 throughput depends on what else runs, and that part of the rule is the unit tests' job.
+
+Covers: broker/autoscale.py broker/reader_scaling.py broker/records.py broker/status_report.py
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ and updating a drawer the dreamer merged away names the drawer to update instead
 Each refusal is ``INVALID_PARAMS`` (or, for a drawer gone to the archive,
 ``DRAWER_NOT_FOUND``) with a message that names the field, the size, the limit and the
 setting, never an internal error, and nothing is stored by a refused request.
+
+Covers: common/bounds.py common/values.py client/bulk.py workers/store/edit.py
 """
 
 from __future__ import annotations
