@@ -5,6 +5,8 @@
 
 Deterministic (a fixed seed, hand-written facts and templates, no model): the same code
 always writes the same file, and ``--check`` says whether the committed file is up to date.
+The facts are data (``bench/data/sources/eng_notes.json``); the templates that turn them
+into notes and questions are here, in ``generate()``.
 Not LoCoMo's source or shape: no dialog, no speakers; notes about services (ports, library
 versions and their upgrades, config values, owners, incidents and their follow-ups,
 decisions, migrations), people (role, city, team) and a body of unrelated chatter, written
@@ -37,187 +39,31 @@ SEED = 20261125
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "eng_notes.json"
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
+# The authored facts, as data (generate() writes the notes and questions around them).
+SOURCE = Path(__file__).resolve().parent / "data" / "sources" / "eng_notes.json"
+_AUTHORED = json.loads(SOURCE.read_text(encoding="utf-8"))
+
+
+def _rows(section: str, *fields: str) -> list[tuple]:
+    """A section of the source as tuples of the named fields, in that order."""
+    return [tuple(row[field] for field in fields) for row in _AUTHORED[section]]
+
+
 # name, how questions call it, room, language/runtime, main library
-SERVICES = [
-    ("billing-api", "the billing API", "backend", "Go", "pgx"),
-    ("ingest-worker", "the ingestion worker", "backend", "Python", "celery"),
-    ("auth-gateway", "the auth gateway", "infra", "Go", "envoy"),
-    ("search-indexer", "the search indexer", "backend", "Rust", "tantivy"),
-    ("notifier", "the notification service", "backend", "Python", "aiosmtplib"),
-    ("report-builder", "the reporting job", "backend", "Python", "pandas"),
-    ("media-proxy", "the media proxy", "infra", "Rust", "hyper"),
-    ("scheduler", "the cron scheduler", "infra", "Python", "apscheduler"),
-    ("ledger-sync", "the ledger sync", "backend", "Java", "kafka-clients"),
-    ("web-frontend", "the web app", "frontend", "TypeScript", "next"),
-    ("flags-service", "the feature flag service", "backend", "Go", "grpc-go"),
-    ("audit-log", "the audit trail service", "backend", "Java", "spring-boot"),
-    ("geo-lookup", "the geolocation lookup", "backend", "Rust", "maxminddb"),
-    ("export-cli", "the export command-line tool", "tools", "Python", "click"),
-    ("metrics-relay", "the metrics relay", "infra", "Go", "prometheus/client_golang"),
-    ("chat-bridge", "the chat bridge bot", "tools", "TypeScript", "discord.js"),
-]
-
-PEOPLE = [
-    ("Priya Raman", "staff engineer", "Bangalore", "platform"),
-    ("Tomasz Kowal", "SRE", "Warsaw", "infrastructure"),
-    ("Ana Ferreira", "backend lead", "Lisbon", "payments"),
-    ("Kenji Mori", "security engineer", "Osaka", "security"),
-    ("Lena Vogel", "engineering manager", "Hamburg", "data"),
-    ("Marcus Bell", "frontend engineer", "Toronto", "web"),
-    ("Olu Adeyemi", "data engineer", "Lagos", "data"),
-    ("Sofia Marin", "SRE", "Bucharest", "infrastructure"),
-    ("David Cohen", "principal engineer", "Tel Aviv", "platform"),
-    ("Hana Novak", "QA lead", "Prague", "quality"),
-    ("Rafael Ortiz", "backend engineer", "Monterrey", "payments"),
-    ("Mei Lin", "tech lead", "Taipei", "search"),
-]
-
+SERVICES = _rows("services", "name", "alias", "room", "language", "library")
+# name, role, city, team
+PEOPLE = _rows("people", "name", "role", "city", "team")
 # key in the config file, how a question calls it, values to pick from, why it was set
-CONFIG_KEYS = [
-    (
-        "max_connections",
-        "connection pool size",
-        [20, 32, 50, 64, 80, 100, 128],
-        "the database ran out of slots under load",
-    ),
-    (
-        "request_timeout_ms",
-        "request timeout",
-        [800, 1500, 2500, 3000, 5000, 12000],
-        "upstream calls hung during deploys",
-    ),
-    (
-        "retry_limit",
-        "number of retries",
-        [2, 3, 4, 5, 6, 8],
-        "transient network errors were failing whole jobs",
-    ),
-    (
-        "batch_size",
-        "batch size",
-        [50, 100, 200, 250, 500, 1000],
-        "throughput was too low with single-row writes",
-    ),
-    (
-        "cache_ttl_s",
-        "cache expiry",
-        [30, 60, 120, 300, 600, 900],
-        "stale entries were served after edits",
-    ),
-    ("worker_threads", "thread count", [4, 6, 8, 12, 16, 24], "CPU sat idle while requests queued"),
-]
-
-SYMPTOMS = [
-    (
-        "returned 502s for about 40 minutes",
-        "502 errors",
-        "a TLS certificate expired on the load balancer",
-        "renewed the certificate and automated renewal",
-    ),
-    (
-        "leaked memory until the pods were OOM-killed",
-        "out-of-memory crashes",
-        "an unbounded in-process cache",
-        "capped the cache at 10k entries",
-    ),
-    (
-        "double-processed a batch of events",
-        "duplicate processing",
-        "a consumer rebalance without committed offsets",
-        "commit offsets before acking",
-    ),
-    (
-        "stalled with p99 latency above 9 seconds",
-        "latency spike",
-        "a missing index on the lookup table",
-        "added the composite index",
-    ),
-    (
-        "lost writes during a failover",
-        "lost writes",
-        "asynchronous replication with no fencing",
-        "switched to synchronous commit for that table",
-    ),
-    (
-        "crash-looped after a deploy",
-        "crash loop",
-        "a config key renamed without a default",
-        "added the old key as an alias",
-    ),
-    (
-        "filled the disk with debug logs",
-        "full disk",
-        "log level left at debug after an investigation",
-        "reset the level and added log rotation",
-    ),
-    (
-        "served stale data for two hours",
-        "stale data",
-        "a cache invalidation message dropped by the broker",
-        "made invalidation idempotent and retried",
-    ),
-]
-
-ALERTS = [
-    ("error rate", "2%"),
-    ("heap usage", "85%"),
-    ("consumer lag", "5000 messages"),
-    ("p99 latency", "1.5 s"),
-    ("replication delay", "10 s"),
-    ("restart count", "3 in 10 minutes"),
-    ("disk usage", "80%"),
-    ("cache miss ratio", "40%"),
-]
-
-DECISIONS = [
-    ("PostgreSQL", "MongoDB", "the primary store", "we need transactions across accounts"),
-    ("Redis Streams", "RabbitMQ", "the job queue", "we already run Redis and need replay"),
-    ("OpenTelemetry", "a vendor agent", "tracing", "it keeps us vendor-neutral"),
-    ("gRPC", "REST with JSON", "internal calls", "the schema is checked at build time"),
-    ("SQLite", "a hosted database", "local state", "it runs without a server on laptops"),
-    ("Terraform", "hand-written scripts", "provisioning", "plans are reviewable in pull requests"),
-    (
-        "ClickHouse",
-        "Elasticsearch",
-        "analytics queries",
-        "aggregations were ten times faster in the trial",
-    ),
-    ("Argo CD", "Jenkins jobs", "deployments", "the cluster state is declared in git"),
-]
-
-MIGRATION_TARGETS = [
-    "Kubernetes",
-    "the new VPC",
-    "ARM instances",
-    "Postgres 16",
-    "the eu-west-2 region",
-    "Debian 12 base images",
-    "the shared service mesh",
-    "managed Kafka",
-]
-
-CHATTER = [
-    "Ran the full test suite locally; everything green except two flaky UI tests.",
-    "Reminder to self: the staging VPN profile expires at the end of the quarter.",
-    "Cleaned up stale branches older than 90 days in the main repository.",
-    "The design review for the onboarding flow moved to Thursday afternoon.",
-    "Pair-programmed on the pagination bug; root cause still unclear, reproducing with a fixture.",
-    "Updated the README with the new local setup steps for Apple Silicon laptops.",
-    "Lint rules tightened: unused imports now fail CI.",
-    "Wrote an ADR draft about naming conventions for queues, not yet reviewed.",
-    "Benchmarks on the laptop are noisy; use the dedicated runner for numbers.",
-    "The docs site build takes 6 minutes; caching node_modules would help.",
-    "Rotated my personal access token; old one revoked.",
-    "Quarterly dependency audit: 14 packages with minor updates pending.",
-    "Code freeze for the release starts Friday at noon.",
-    "Pre-commit hook now runs the formatter on staged files only.",
-    "Demo environment reset; seed data reloaded from the fixtures bucket.",
-    "Triage rotation swapped this week, I cover Tuesday and Wednesday.",
-    "Flamegraph of the hot path shows JSON encoding as the top frame.",
-    "Investigated a slow query report; it was a one-off vacuum running.",
-    "Added type hints to the settings module, mypy passes now.",
-    "Team offsite agenda is in the shared drive under planning.",
-]
+CONFIG_KEYS = _rows("config_keys", "key", "spoken", "values", "why")
+# what the service did, how a question calls it, root cause, fix
+SYMPTOMS = _rows("symptoms", "symptom", "short", "cause", "fix")
+# the metric an incident's follow-up alerts on, and its threshold
+ALERTS = _rows("alerts", "metric", "threshold")
+# what was chosen, over what, for what, why
+DECISIONS = _rows("decisions", "choice", "alternative", "purpose", "reason")
+MIGRATION_TARGETS: list[str] = _AUTHORED["migration_targets"]
+# unrelated notes, none of them asked about: the chatter
+CHATTER: list[str] = _AUTHORED["chatter"]
 
 
 def _versions(rng: random.Random) -> list[str]:

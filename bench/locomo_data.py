@@ -1,5 +1,9 @@
 """LoCoMo: loading the conversations, normalising the gold evidence, and the recall metrics.
 
+A loader, not a data set: unlike the other ``bench/*_data.py`` files, which write the sets
+under ``bench/data/``, it holds no data and writes none: it reads LoCoMo's own file in place
+(named below).
+
 Kept apart from ``locomo.py`` (which drives a daemon) so the parts that decide the figures
 can be unit-tested on tiny synthetic data (``tests/retrieval/``).
 

@@ -16,6 +16,9 @@ base64 images, documentation's example keys marked as such, long identifiers, ma
 templated values (``${DB_PASSWORD}``, ``<your-token>``), key names with no secret
 (``max_tokens``, ``token_type``, ``cache_key``), URLs without a password.
 
+The texts are data (``bench/data/sources/secrets_labelled.json``, their templates with
+holes for the values); this file draws the values and labels the spans.
+
 ``bench/secret_detection.py`` measures the detector on it (precision and recall per kind).
 """
 
@@ -25,6 +28,7 @@ import argparse
 import base64
 import json
 import random
+import re
 import string
 import sys
 from collections.abc import Callable
@@ -206,29 +210,29 @@ class Gen:
         return chosen[0] + "".join(w.title() for w in chosen[1:])
 
 
-SERVICES = [
-    "billing-api",
-    "auth-gateway",
-    "ledger",
-    "search-indexer",
-    "notifier",
-    "payments",
-    "reporting",
-    "ingest-worker",
-    "admin-ui",
-    "scheduler",
-]
-HOSTS = [
-    "db.internal",
-    "pg-primary.prod.svc",
-    "10.0.3.17",
-    "mysql.staging.local",
-    "cluster0.x7kq2.mongodb.net",
-    "redis-cache",
-    "rabbitmq.internal",
-    "db.example.com",  # a real password at a documentation domain is still a password
-]
+# The authored texts, as data: ``services`` and ``hosts`` the texts pick from (a real
+# password at a documentation domain, db.example.com, is still a password), and the
+# templates of each credential kind (``credentials``) and of the near misses. A template
+# is its text, or a list of text parts and labelled parts (``{"kind", "value"}``: the span
+# is labelled with that kind). In both, «name args» is a value drawn from the generator,
+# in reading order: a Gen method («password», «sha 7», «private_key escaped»), «service»,
+# «host», «s ALPHABET n» (n characters of an alphabet named below), «int lo hi» and
+# «base64 n» (n random bytes, base64-encoded).
+SOURCE = Path(__file__).resolve().parent / "data" / "sources" / "secrets_labelled.json"
+_AUTHORED = json.loads(SOURCE.read_text(encoding="utf-8"))
+SERVICES: list[str] = _AUTHORED["services"]
+HOSTS: list[str] = _AUTHORED["hosts"]
 
+ALPHABETS = {
+    "ALNUM": ALNUM,
+    "ALNUM-_": ALNUM + "-_",
+    "UPPER32": UPPER32,
+    "B64": B64,
+    "B64URL": B64URL,
+    "HEX": HEX,
+    "LOWER_DIGITS": LOWER_DIGITS,
+}
+HOLE = re.compile("«([^«»]+)»")
 
 # Each template takes the generator and returns the text's parts.
 Template = Callable[[Gen], list[Part]]
@@ -238,500 +242,49 @@ def _service(g: Gen) -> str:
     return g.pick(SERVICES)
 
 
-POSITIVE: dict[str, list[Template]] = {
-    "aws-access-key": [
-        lambda g: [
-            f"Found the staging creds for {_service(g)} in .env:\nAWS_ACCESS_KEY_ID=",
-            ("aws-access-key", g.aws_access_key()),
-            "\nAWS_DEFAULT_REGION=eu-west-1",
-        ],
-        lambda g: [
-            "$ aws configure list\n      access_key     ****************",
-            "\n$ export AWS_ACCESS_KEY_ID=",
-            ("aws-access-key", g.aws_access_key()),
-            "\n$ aws s3 ls s3://backups",
-        ],
-        lambda g: [
-            "botocore.exceptions.ClientError: An error occurred (InvalidAccessKeyId)"
-            " when calling the PutObject operation: key ",
-            ("aws-access-key", g.aws_access_key()),
-            " does not exist",
-        ],
-        lambda g: [
-            "Note: the CI user's key is ",
-            ("aws-access-key", g.aws_access_key()),
-            f"; it only has write access to the {_service(g)} bucket.",
-        ],
-        lambda g: [
-            '$ aws sts assume-role ...\n{"Credentials": {"AccessKeyId": "',
-            ("aws-access-key", "ASIA" + g.s(UPPER32, 16)),
-            '", "SecretAccessKey": "',
-            ("aws-secret-key", g.aws_secret_key()),
-            '", "SessionToken": "',
-            ("secret", "FwoGZXIvYXdzE" + g.s(B64, 180)),
-            '", "Expiration": "2026-03-01T12:00:00Z"}}',
-        ],
-    ],
-    "aws-secret-key": [
-        lambda g: [
-            "Access key ID,Secret access key\n",
-            ("aws-access-key", g.aws_access_key()),
-            ",",
-            ("aws-secret-key", g.aws_secret_key()),
-        ],
-        lambda g: [
-            "[default]\naws_access_key_id = ",
-            ("aws-access-key", g.aws_access_key()),
-            "\naws_secret_access_key = ",
-            ("aws-secret-key", g.aws_secret_key()),
-            "\nregion = us-east-1",
-        ],
-        lambda g: [
-            "Set these in the deploy job:\nAWS_SECRET_ACCESS_KEY=",
-            ("aws-secret-key", g.aws_secret_key()),
-            "\nAWS_REGION=us-west-2",
-        ],
-        lambda g: [
-            's3 = boto3.client("s3", aws_secret_access_key="',
-            ("aws-secret-key", g.aws_secret_key()),
-            '", region_name="eu-central-1")',
-        ],
-    ],
-    "gcp-api-key": [
-        lambda g: [
-            "Maps widget broke because GOOGLE_MAPS_API_KEY=",
-            ("gcp-api-key", g.gcp_api_key()),
-            " was restricted to the old referrer",
-        ],
-        lambda g: [
-            "curl 'https://maps.googleapis.com/maps/api/geocode/json?address=Paris&key=",
-            ("gcp-api-key", g.gcp_api_key()),
-            "' returned REQUEST_DENIED",
-        ],
-        lambda g: [
-            'firebaseConfig = { apiKey: "',
-            ("gcp-api-key", g.gcp_api_key()),
-            '", authDomain: "demo-app.firebaseapp.com" }',
-        ],
-    ],
-    "private-key": [
-        lambda g: [
-            "openssl pkcs8 output:\n",
-            ("private-key", g.private_key().replace(" PRIVATE KEY", " ENCRYPTED PRIVATE KEY")),
-        ],
-        lambda g: [
-            'service account JSON for the exporter:\n{"type": "service_account",'
-            ' "project_id": "analytics-prod", "private_key_id": "',
-            g.sha(),
-            '", "private_key": "',
-            ("private-key", g.private_key(escaped=True)),
-            '\\n", "client_email": "exporter@analytics-prod.iam.gserviceaccount.com"}',
-        ],
-        lambda g: [
-            "The deploy key that was committed by mistake:\n",
-            ("private-key", g.private_key()),
-            "\nRevoked it in the repo settings.",
-        ],
-        lambda g: ["ssh debug log (cut):\n", ("private-key", g.private_key(cut=True))],
-    ],
-    "azure-storage-key": [
-        lambda g: [
-            "AZURE_STORAGE_CONNECTION_STRING=DefaultEndpointsProtocol=https;"
-            "AccountName=reportsprod;AccountKey=",
-            ("azure-storage-key", g.azure_storage_key()),
-            ";EndpointSuffix=core.windows.net",
-        ],
-        lambda g: [
-            "Service bus: Endpoint=sb://orders-bus.servicebus.windows.net/;"
-            "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=",
-            ("azure-storage-key", base64.b64encode(g.r.randbytes(32)).decode()),
-        ],
-    ],
-    "azure-client-secret": [
-        lambda g: [
-            "App registration for the importer: tenant ",
-            g.uuid(),
-            ", client id ",
-            g.uuid(),
-            ", AZURE_CLIENT_SECRET=",
-            ("azure-client-secret", g.azure_client_secret()),
-        ],
-        lambda g: [
-            '"azure": {"clientSecret": "',
-            ("azure-client-secret", g.azure_client_secret()),
-            '", "tenantId": "',
-            g.uuid(),
-            '"}',
-        ],
-    ],
-    "github-token": [
-        lambda g: [
-            "$ export GITHUB_TOKEN=",
-            ("github-token", g.github_token()),
-            "\n$ gh pr create --fill --base main",
-        ],
-        lambda g: [
-            "remote: Invalid username or password.\nfatal: Authentication failed for "
-            "'https://x-access-token:",
-            ("github-token", g.github_token()),
-            "@github.com/acme/infra.git/'",
-        ],
-        lambda g: [
-            "CI used a personal token (",
-            ("github-token", g.github_token()),
-            ") instead of the app installation token; switched it.",
-        ],
-        lambda g: [
-            "git remote set-url origin https://",
-            ("github-token", g.github_token()),
-            "@github.com/acme/api.git",
-        ],
-        lambda g: [
-            'curl -H "Authorization: token ',
-            ("github-token", g.github_token()),
-            '" https://api.github.com/repos/acme/api/actions/runs',
-        ],
-    ],
-    "gitlab-token": [
-        lambda g: [
-            "git clone https://oauth2:",
-            ("gitlab-token", g.gitlab_token()),
-            "@gitlab.com/acme/platform.git",
-        ],
-        lambda g: [
-            "Renovate needs RENOVATE_TOKEN=",
-            ("gitlab-token", g.gitlab_token()),
-            " with api scope on the group",
-        ],
-    ],
-    "slack-token": [
-        lambda g: [
-            "SLACK_BOT_TOKEN=",
-            ("slack-token", g.slack_token()),
-            "\nSLACK_CHANNEL=#deploys",
-        ],
-        lambda g: [
-            "slack_sdk.errors.SlackApiError: invalid_auth for token ",
-            ("slack-token", g.slack_token()),
-        ],
-        lambda g: [
-            "the alert bot posts with ",
-            ("slack-token", g.slack_token()),
-            ", scopes chat:write and channels:read",
-        ],
-    ],
-    "slack-webhook": [
-        lambda g: ["Alertmanager receiver: slack_api_url: ", ("slack-webhook", g.slack_webhook())],
-        lambda g: [
-            "curl -X POST -H 'Content-type: application/json' --data '{\"text\":\"deploy done\"}' ",
-            ("slack-webhook", g.slack_webhook()),
-        ],
-    ],
-    "stripe-key": [
-        lambda g: [
-            "STRIPE_SECRET_KEY=",
-            ("stripe-key", g.stripe_key()),
-            "\nSTRIPE_PUBLISHABLE_KEY=pk_live_",
-            g.s(ALNUM, 24),
-        ],
-        lambda g: [
-            "stripe.error.AuthenticationError: Invalid API Key provided: ",
-            ("stripe-key", g.stripe_key()),
-        ],
-        lambda g: [
-            "webhook verification failed until I used the endpoint's signing secret ",
-            ("stripe-key", "whsec_" + g.s(ALNUM, 32)),
-        ],
-    ],
-    "npm-token": [
-        lambda g: [
-            "~/.npmrc on the build box:\n//registry.npmjs.org/:_authToken=",
-            ("npm-token", g.npm_token()),
-            "\nalways-auth=true",
-        ],
-        lambda g: ["NPM_TOKEN=", ("npm-token", g.npm_token()), " npm publish --access public"],
-        lambda g: ["publishing failed with E401 for token ", ("npm-token", g.npm_token())],
-    ],
-    "pypi-token": [
-        lambda g: ["twine upload dist/* -u __token__ -p ", ("pypi-token", g.pypi_token())],
-        lambda g: ["[pypi]\n  username = __token__\n  password = ", ("pypi-token", g.pypi_token())],
-    ],
-    "jwt": [
-        lambda g: [
-            "curl -H 'Authorization: Bearer ",
-            ("jwt", g.jwt()),
-            "' https://api.internal/v1/me returned 403",
-        ],
-        lambda g: [
-            "The session cookie was access_token=",
-            ("jwt", g.jwt()),
-            "; expired after 15 minutes.",
-        ],
-        lambda g: ["decoded the token from the logs: ", ("jwt", g.jwt()), " (role claim is wrong)"],
-        lambda g: [
-            '{"access_token": "',
-            ("jwt", g.jwt()),
-            '", "token_type": "Bearer", "expires_in": 3600}',
-        ],
-    ],
-    "url-password": [
-        lambda g: [
-            "sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) connection to"
-            f' server at "{g.pick(HOSTS)}", port 5432 failed\nDATABASE_URL=postgresql://app:',
-            ("url-password", g.url_password()),
-            f"@{g.pick(HOSTS)}:5432/{_service(g)}",
-        ],
-        lambda g: [
-            "MONGO_URI=mongodb+srv://reporting:",
-            ("url-password", g.url_password()),
-            "@",
-            "cluster0.x7kq2.mongodb.net/analytics?retryWrites=true",
-        ],
-        lambda g: [
-            "celery broker: amqp://worker:",
-            ("url-password", g.url_password()),
-            "@rabbitmq.internal:5672//",
-        ],
-        lambda g: [
-            "REDIS_URL=redis://:",
-            ("url-password", g.url_password()),
-            "@redis-cache:6379/0",
-        ],
-        lambda g: [
-            "mysql://root:",
-            ("url-password", g.url_password()),
-            "@mysql.staging.local:3306/shop works from the bastion only",
-        ],
-    ],
-    "password": [
-        lambda g: [
-            "mysql -h db.internal -u root -p",
-            ("password", g.password()),
-            " shop < fix.sql",
-        ],
-        lambda g: [
-            "~/.netrc:\nmachine git.acme.io\n  login ci-bot\n  password ",
-            ("password", g.password()),
-        ],
-        lambda g: [
-            "apiVersion: v1\nkind: Secret\nstringData:\n  password: ",
-            ("password", g.password()),
-            "\n  username: app",
-        ],
-        lambda g: [
-            "helm upgrade redis bitnami/redis --set auth.password=",
-            ("password", g.password()),
-        ],
-        lambda g: [
-            "kubectl create secret generic db --from-literal=password=",
-            ("password", g.password()),
-        ],
-        lambda g: [
-            "curl -u admin:",
-            ("password", g.password()),
-            " https://jenkins.internal/api/json?tree=jobs[name]",
-        ],
-        lambda g: [
-            "DB_HOST=",
-            g.pick(HOSTS),
-            "\nDB_USER=app\nDB_PASSWORD=",
-            ("password", g.password()),
-            "\nDB_NAME=orders",
-        ],
-        lambda g: [
-            '{"username": "svc-report", "password": "',
-            ("password", g.password()),
-            '", "host": "',
-            g.pick(HOSTS),
-            '"}',
-        ],
-        lambda g: [
-            "docker-compose.yml:\n  postgres:\n    environment:\n      POSTGRES_PASSWORD: ",
-            ("password", g.password()),
-            "\n",
-        ],
-        lambda g: [
-            "$ PGPASSWORD=",
-            ("password", g.password()),
-            f" psql -h {g.pick(HOSTS)} -U app -c 'select 1'",
-        ],
-        lambda g: [
-            "Server=tcp:sql-prod.database.windows.net,1433;Database=crm;User ID=crm;Password=",
-            ("password", g.password()),
-            ";Encrypt=True;",
-        ],
-        lambda g: [
-            "The admin password for the staging Grafana is ",
-            ("password", g.password()),
-            " - change it after the demo.",
-        ],
-        lambda g: [
-            "mysqldump --user=backup --password=",
-            ("password", g.password()),
-            " shop > shop.sql",
-        ],
-        lambda g: [
-            "jdbc:postgresql://",
-            g.pick(HOSTS),
-            ":5432/ledger?user=ledger&password=",
-            ("password", g.password()),
-            "&ssl=true",
-        ],
-        lambda g: [
-            "application.properties:\nspring.datasource.url=jdbc:mysql://db:3306/shop\n"
-            "spring.datasource.password=",
-            ("password", g.password()),
-        ],
-        lambda g: [
-            'appsettings.Production.json: "Smtp": {"User": "mailer", "Password": "',
-            ("password", g.password()),
-            '"}',
-        ],
-        lambda g: [
-            "./manage.py createsuperuser --username ops --password ",
-            ("password", g.password()),
-        ],
-    ],
-    "secret": [
-        lambda g: ['PS> $env:API_TOKEN = "', ("secret", g.token_value()), '"'],
-        lambda g: [
-            "https://api.vendor.io/v1/orders?access_token=",
-            ("secret", g.token_value()),
-            "&limit=50",
-        ],
-        lambda g: ["export VAULT_TOKEN=", ("secret", "hvs." + g.s(ALNUM, 90))],
-        lambda g: ["API_TOKEN=", ("secret", g.token_value()), "\nAPI_URL=https://api.vendor.io"],
-        lambda g: [
-            'config.json: {"client_id": "',
-            g.uuid(),
-            '", "client_secret": "',
-            ("secret", g.token_value()),
-            '"}',
-        ],
-        lambda g: ["SECRET_KEY = '", ("secret", g.token_value()), "'  # settings/prod.py"],
-        lambda g: [
-            "sendgrid:\n  api_key: ",
-            ("secret", "SG." + g.s(B64URL, 22) + "." + g.s(B64URL, 43)),
-            "\n",
-        ],
-        lambda g: ["headers = {'X-Api-Key': '", ("secret", g.token_value()), "'}"],
-        lambda g: ["export OPENAI_API_KEY=", ("secret", "sk-proj-" + g.s(ALNUM + "-_", 48))],
-        lambda g: ["the webhook's auth_token: ", ("secret", g.token_value()), "\n"],
-        lambda g: [
-            "curl -H 'X-API-KEY: ",
-            ("secret", g.s(ALNUM, 32)),
-            "' https://api.vendor.io/v2/orders",
-        ],
-        lambda g: ['const client = new Client({ apiKey: "', ("secret", g.token_value()), '" });'],
-        lambda g: ["HEROKU_API_KEY=", ("secret", g.uuid()), "\nHEROKU_APP=orders-prod"],
-    ],
-    "high-entropy": [
-        lambda g: [
-            "JWT_SIGNING_KEY=",
-            ("high-entropy", g.entropy_value()),
-            f"\nJWT_ISSUER={_service(g)}",
-        ],
-        lambda g: ["encryption_key: ", ("high-entropy", g.entropy_value()), "\n"],
-        lambda g: ['HMAC_SALT = "', ("high-entropy", g.entropy_value()), '"'],
-        lambda g: ["hmac_key=", ("high-entropy", g.entropy_value()), " is shared with the CDN"],
-        lambda g: [
-            "Cookie: sessionid=",
-            ("high-entropy", g.s(LOWER_DIGITS, 32)),
-            "; csrftoken=abc",
-        ],
-        lambda g: ["MASTER_KEY: ", ("high-entropy", g.entropy_value())],
-    ],
-}
+def _value(g: Gen, spec: str) -> str:
+    """The value of one «name args» hole."""
+    name, *args = spec.split()
+    if name == "service":
+        return _service(g)
+    if name == "host":
+        return g.pick(HOSTS)
+    if name == "s":
+        return g.s(ALPHABETS[args[0]], int(args[1]))
+    if name == "int":
+        return str(g.r.randint(int(args[0]), int(args[1])))
+    if name == "base64":
+        return base64.b64encode(g.r.randbytes(int(args[0]))).decode()
+    if name == "private_key" and args == ["encrypted"]:
+        return g.private_key().replace(" PRIVATE KEY", " ENCRYPTED PRIVATE KEY")
+    if name == "private_key":
+        return g.private_key(**dict.fromkeys(args, True))
+    if name == "sha":
+        return g.sha(*map(int, args))
+    if name.startswith("_") or not callable(getattr(Gen, name, None)) or args:
+        raise ValueError(f"{SOURCE.name}: no value «{spec}»")
+    return getattr(g, name)()
 
-NEGATIVE: list[Template] = [
-    lambda g: [
-        "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBa"
-        + g.s(B64, 40)
-        + "\n-----END CERTIFICATE-----"
-    ],
-    lambda g: ["-----BEGIN PUBLIC KEY-----\n" + g.s(B64, 64) + "\n-----END PUBLIC KEY-----"],
-    lambda g: ["password_hash: $2b$12$" + g.s(ALNUM, 53)],
-    lambda g: ["salt = bcrypt.gensalt()\nhashed = bcrypt.hashpw(password, salt)"],
-    lambda g: [f"oid sha256:{g.sha(64)}\nsize {g.r.randint(1000, 10**6)}"],
-    lambda g: [f"cache:\n  key: deps-{g.sha(40)}\n  paths: [node_modules]"],
-    lambda g: ["Password: see the 1Password item 'staging db'"],
-    lambda g: ["token = tokenizer.encode(text)[0]\nkey = (user_id, day)"],
-    lambda g: ["AKIA" + "X" * 16 + " is the masked key from the screenshot"],
-    lambda g: [f'"private_key_id": "{g.sha()}", "client_id": "{g.r.randint(10**17, 10**18)}"'],
-    lambda g: [f"Merged {g.sha(7)}..{g.sha(7)}; the fix is commit {g.sha()} on main."],
-    lambda g: [f"git log --oneline: {g.sha(7)} fix retry; {g.sha(7)} bump deps; {g.sha()}"],
-    lambda g: [f"request_id={g.uuid()} user_id={g.uuid()} failed with 502 after 30s"],
-    lambda g: [f"idempotency_key: {g.uuid()} was reused by the retry, so no double charge"],
-    lambda g: [f"sha256sum: {g.sha(64)}  release-2.4.1.tar.gz"],
-    lambda g: [f"content_hash = {g.sha(64)} (drawers dedup on it)"],
-    lambda g: [f"cache_key = {g.sha(64)}"],
-    lambda g: [f'etag: "{g.sha(32)}" unchanged, so the CDN served a 304'],
-    lambda g: [
-        f'"node_modules/left-pad": {{"version": "1.3.0", "resolved": '
-        f'"https://registry.npmjs.org/left-pad/-/left-pad-1.3.0.tgz", '
-        f'"integrity": "{g.integrity()}"}}'
-    ],
-    lambda g: [f"image: ghcr.io/acme/{_service(g)}@sha256:{g.sha(64)}"],
-    lambda g: [f'The avatar is inlined as <img src="{g.image()}"> in the email template.'],
-    lambda g: [
-        "AWS docs example: AKIAIOSFODNN7EXAMPLE / wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-        " - not real keys, used in the tutorial."
-    ],
-    lambda g: [f"e.g. GITHUB_TOKEN=ghp_{'x' * 36} (placeholder in the README)"],
-    lambda g: [f"Example from the Stripe docs: sk_test_{g.s(ALNUM, 24)} is a sample key."],
-    lambda g: [f"Renamed {g.identifier()} to {g.identifier()} and {g.identifier()}."],
-    lambda g: [f"function {g.identifier()}() calls {g.identifier()} inside the retry loop"],
-    lambda g: ["DB_PASSWORD=${DB_PASSWORD}\nAPI_TOKEN=${API_TOKEN:-}\nSECRET_KEY=<set in vault>"],
-    lambda g: ["password: ********\ntoken: [REDACTED]\napi_key: <your-api-key>"],
-    lambda g: [
-        'api_key = os.environ["API_KEY"]\npassword = getpass.getpass()\n'
-        "token = settings.SLACK_TOKEN"
-    ],
-    lambda g: [f"max_tokens={g.r.randint(256, 8192)}, token_type: bearer, tokenizer: porter"],
-    lambda g: [f"password_min_length = {g.r.randint(8, 16)}; password_policy: strict"],
-    lambda g: ['The login failed: FATAL: password authentication failed for user "app"'],
-    lambda g: ["Rotate the token every 90 days; the secret lives in Vault under kv/billing."],
-    lambda g: [f"secretName: {_service(g)}-db-credentials\nsecretKeyRef: {{name: db, key: url}}"],
-    lambda g: [f"psql postgresql://app@{g.pick(HOSTS)}:5432/orders (password from ~/.pgpass)"],
-    lambda g: [f"see https://{_service(g)}.example.com/docs/api?page=2&sort=asc for the API"],
-    lambda g: [f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{g.s(B64, 43)} deploy@ci (public key)"],
-    lambda g: [f"pk_live_{g.s(ALNUM, 24)} is the publishable key; it is meant to be public."],
-    lambda g: [
-        f"version 2.{g.r.randint(0, 20)}.{g.r.randint(0, 9)} of {_service(g)} on port"
-        f" {g.r.randint(3000, 9000)}; build {g.sha(12)}"
-    ],
-    lambda g: [f"Kubernetes uid {g.uuid()} and resourceVersion {g.r.randint(10**6, 10**7)}"],
-    lambda g: ["The token bucket refills 50 tokens/s; key rotation is at 03:00 UTC."],
-    lambda g: [f"primary_key = {g.uuid()}; sort_key = created_at#{g.sha(8)}"],
-    lambda g: [f"trace id {g.sha(32)} span id {g.sha(16)} in the tempo UI"],
-    lambda g: [f"X-Request-Id: {g.uuid()}\nX-Trace: {g.sha(32)}"],
-    lambda g: [f"public_key: {g.s(B64, 44)}  # wireguard peer, safe to share"],
-    lambda g: [f"pnpm-lock: resolution: {{integrity: {g.integrity()}}}"],
-    lambda g: [
-        "the auth flow: token -> refresh -> secret rotation; the password is never"
-        " logged and the key is in KMS."
-    ],
-    lambda g: [f"{g.identifier()}: {g.identifier()}\n{g.identifier()} = {g.identifier()}"],
-    lambda g: [
-        "env:\n  GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}\n  NPM_TOKEN: ${{ secrets.NPM_TOKEN }}"
-    ],
-    lambda g: ["db_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256"],
-    lambda g: ["ApiKey: !Ref ApiKeyParameter\nPassword: !Sub '{{resolve:secretsmanager:db}}'"],
-    lambda g: ['password: ""\ntoken: null\nsecret: true\nauth: basic'],
-    lambda g: ['token := os.Getenv("TOKEN")\npassword := cfg.Password'],
-    lambda g: ['partition_key = "tenant_id"\nsort_key = "created_at"'],
-    lambda g: [f"tokens_used: {g.r.randint(100, 90000)}, prompt_tokens={g.r.randint(10, 900)}"],
-    lambda g: ["curl -H 'Authorization: Bearer <token>' https://api.internal/v1/me"],
-    lambda g: ["password=$(cat /run/secrets/db_password) ./start.sh"],
-    lambda g: [f"Reset link sent to ops@{_service(g)}.io; the password reset token expires in 1h."],
-    lambda g: [f"session_key = request.session.session_key  # {g.identifier()}"],
-    lambda g: [
-        f"The sample JWT in the docs, eyJhbGciOiJIUzI1NiJ9.{g.s(B64URL, 20)}."
-        f"{g.s(B64URL, 20)}, is made up."
-    ],
-    lambda g: [f"checksum md5 {g.sha(32)} sha1 {g.sha(40)}"],
-    lambda g: [f"the pool's key_id is {g.uuid()} and key_name is {g.identifier()}"],
-]
+
+def _fill(g: Gen, text: str) -> str:
+    return HOLE.sub(lambda m: _value(g, m.group(1)), text)
+
+
+def _template(authored: str | list) -> Template:
+    parts = [authored] if isinstance(authored, str) else authored
+
+    def make(g: Gen) -> list[Part]:
+        return [
+            _fill(g, p) if isinstance(p, str) else (p["kind"], _fill(g, p["value"])) for p in parts
+        ]
+
+    return make
+
+
+POSITIVE: dict[str, list[Template]] = {
+    kind: [_template(t) for t in templates] for kind, templates in _AUTHORED["credentials"].items()
+}
+NEGATIVE: list[Template] = [_template(t) for t in _AUTHORED["near_misses"]]
 
 
 def _text(parts: list[Part]) -> tuple[str, list[list]]:
