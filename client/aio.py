@@ -16,11 +16,12 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from trusty_memory.client.daemon import daemon_pid, ensure_daemon, frontend, is_local
-from trusty_memory.client.sync import POLL_SLICE_S, SeqTracker, prepare_params
+from trusty_memory.client.daemon import ensure_daemon
 from trusty_memory.common import protocol as p
 from trusty_memory.common import tracing, transport
+from trusty_memory.common.caller import POLL_SLICE_S, SeqTracker, prepare_params
 from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.daemon_address import daemon_pid, frontend, is_local
 from trusty_memory.common.messages import (
     DrawerDetail,
     KgQueryResult,
@@ -39,7 +40,7 @@ class AsyncClient:
         self.socket: zmq.asyncio.Socket | None = None
         self.link: transport.LinkWatch | None = None  # tcp: drops and refusals
         self.pid: int | None = None
-        self.seqs = SeqTracker()  # read-your-writes, per palace (see client/sync.py)
+        self.seqs = SeqTracker()  # read-your-writes, per palace (see common/caller.py)
         self.generation = 0
         self.waiting: dict[str, asyncio.Future] = {}
         self.reader: asyncio.Task | None = None

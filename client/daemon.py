@@ -20,34 +20,16 @@ import time
 import zmq
 
 from trusty_memory.client.spawn import spawn_daemon, start_lock
-from trusty_memory.common import home, transport
 from trusty_memory.common import protocol as p
+from trusty_memory.common import transport
 from trusty_memory.common.config import Config
+from trusty_memory.common.daemon_address import daemon_pid, frontend, is_local
 from trusty_memory.common.methods import Method
 
 
 class DaemonUnavailable(p.TrustyError):
     def __init__(self, message: str) -> None:
         super().__init__(p.ErrorCode.NO_WORKER, message)
-
-
-def is_local(config: Config) -> bool:
-    return config.daemon_endpoint.startswith("ipc://")
-
-
-def daemon_pid(config: Config) -> int | None:
-    """The pid of the daemon that owns the home now (local daemons only), else None."""
-    record = home.live_daemon(config.home)
-    return record.pid if record else None
-
-
-def frontend(config: Config) -> str | None:
-    """Where to reach the daemon: the live local daemon's recorded socket (None if there
-    is none), or the configured endpoint of a remote one."""
-    if not is_local(config):
-        return config.daemon_endpoint
-    record = home.live_daemon(config.home)
-    return record.frontend if record else None
 
 
 def ping(config: Config, timeout_s: float = 1.0) -> bool:

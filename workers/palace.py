@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from trusty_memory.client.sync import Client
 from trusty_memory.common import bounds, tracing
 from trusty_memory.common import protocol as p
+from trusty_memory.common.caller import Caller
 from trusty_memory.common.config import Config
 from trusty_memory.common.credentials import detector
 from trusty_memory.common.messages import EmbedResult, ListResult, PalaceStats, RecallResult
@@ -57,7 +57,7 @@ class Embedder:
 
     def __init__(self, config: Config, remote: bool = False) -> None:
         endpoint = config.backend if remote else None
-        self.client = Client(config, autostart=False, endpoint=endpoint)
+        self.client = Caller(config, endpoint=endpoint)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         data = self.client.call(Method.EMBED, {"texts": texts}, timeout=EMBED_TIMEOUT_S)

@@ -1,6 +1,7 @@
 """Crashes and restarts: nothing acknowledged is lost, nobody has to be restarted by hand.
 
-Covers: broker/supervisor.py broker/broker.py client/sync.py client/daemon.py workers/writer.py
+Covers: broker/supervisor.py broker/broker.py client/sync.py common/caller.py client/daemon.py
+    common/daemon_address.py workers/writer.py
 """
 
 from __future__ import annotations

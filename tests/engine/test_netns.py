@@ -6,7 +6,8 @@ its own. Where namespaces cannot be made (no root, a sandbox without ``ip netns`
 same tests run on distinct loopback addresses (127.0.0.2 for the daemon), except the
 network drop, which needs a link to take down.
 
-Covers: common/transport.py common/keys.py workers/remote.py client/sync.py client/mcp/direct.py
+Covers: common/transport.py common/keys.py workers/remote.py client/sync.py common/caller.py
+    client/mcp/direct.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every palace operation through the real daemon, workers, sockets, SQLite and model.
 
-Covers: client/sync.py broker/broker.py workers/palace.py workers/writer.py
+Covers: client/sync.py common/caller.py broker/broker.py workers/palace.py workers/writer.py
 """
 
 from __future__ import annotations
