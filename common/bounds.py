@@ -13,14 +13,12 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from trusty_memory.common.config import Config, LimitsSettings, load_config
 from trusty_memory.common.protocol import ErrorCode, TrustyError
-
-if TYPE_CHECKING:
-    from trusty_memory.common.config import Config, LimitsSettings
 
 _config: Config | None = None
 _encoder = msgspec.msgpack.Encoder()  # a metadata map's size is its size on the wire
@@ -36,8 +34,6 @@ def use_config(config: Config) -> None:
 def _bounds_config() -> Config:
     global _config
     if _config is None:
-        from trusty_memory.common.config import load_config
-
         _config = load_config()
     return _config
 

@@ -90,8 +90,11 @@ def fields_guard(config: Config, method: str) -> FieldGuard:
     description), as a palace worker applies it to drawers (``common/credentials``).
     Imported here, on first use: the broker pays for the credential rules (~28 ms of
     imports) when a palace is made, not at every start."""
-    from trusty_memory.common.credentials.fields import FieldGuard
-    from trusty_memory.common.credentials.redactor import Redactor, home_key
+    from trusty_memory.common.credentials.fields import FieldGuard  # lazy: not at broker start
+    from trusty_memory.common.credentials.redactor import (  # lazy: not at broker start
+        Redactor,
+        home_key,
+    )
 
     return FieldGuard(config.privacy.secrets, lambda: Redactor(home_key(config.home)), method)
 

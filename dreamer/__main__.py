@@ -11,6 +11,7 @@ import argparse
 import signal
 import sys
 
+from trusty_memory.client.sync import Client
 from trusty_memory.common.config import Config, load_config
 from trusty_memory.common.home import expected_parent
 from trusty_memory.dreamer import progress as ev
@@ -27,8 +28,6 @@ def dream_once(
     autostart: bool = True,
 ) -> list[PassReport]:
     """One pass over each palace (all of them when ``palaces`` is None), in this process."""
-    from trusty_memory.client.sync import Client
-
     with Client(config, autostart=autostart) as client:
         names = palaces or client.palace_list()
         return [
@@ -39,8 +38,7 @@ def dream_once(
 
 def run_dreamer(supervised: bool = False, json_lines: bool = False) -> int:
     """The long-running dreamer: the scheduler's loop until SIGTERM/SIGINT."""
-    from trusty_memory.client.sync import Client
-    from trusty_memory.common.logs import setup_logging
+    from trusty_memory.common.logs import setup_logging  # lazy: structlog, not loaded by `dream`
 
     config = load_config()
     log = setup_logging("dreamer", default_level="info")

@@ -16,8 +16,14 @@ import socket
 import sys
 from typing import Any
 
+import uvicorn
+
 from trusty_memory.client.mcp.http import AddressError, is_loopback, listen
-from trusty_memory.common.http_guard import accept_errors_logged
+from trusty_memory.common.config import load_config
+from trusty_memory.common.http_guard import accept_errors_logged, uvicorn_config
+from trusty_memory.common.logs import setup_logging
+from trusty_memory.ui.app import build_app
+from trusty_memory.ui.security import new_token, private_name
 
 DEFAULT_PORT = 8737
 
@@ -45,22 +51,12 @@ def page_name(host: str, allow_remote: bool) -> str | None:
     """The private ``*.localhost`` name the page is reached by (``security.py`` says why),
     or None where the address itself must be used: browsers resolve ``*.localhost`` to
     127.0.0.1 and ::1 only, and a page for the network is reached by its address."""
-    from trusty_memory.ui.security import private_name
-
     if allow_remote or host not in ("127.0.0.1", "::1", "localhost"):
         return None
     return private_name()
 
 
 def run_ui(host: str, port: int, allow_remote: bool = False) -> int:
-    import uvicorn
-
-    from trusty_memory.common.config import load_config
-    from trusty_memory.common.http_guard import uvicorn_config
-    from trusty_memory.common.logs import setup_logging
-    from trusty_memory.ui.app import build_app
-    from trusty_memory.ui.security import new_token
-
     log = setup_logging("ui", default_level="warning")
     try:
         sock = bind(host, port, allow_remote)

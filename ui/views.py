@@ -470,7 +470,7 @@ async def recent_passes(client: AsyncClient, palace: str) -> list[DreamPassRecor
 async def dream(config: Config, palace: str, *, dry_run: bool) -> DreamRun:
     """One dream pass over ``palace``, as ``trusty-memory dream [--dry-run]`` runs it: the
     dreamer is a client, so the pass runs here, on a worker thread, with its own client."""
-    from trusty_memory.dreamer.__main__ import dream_once
+    from trusty_memory.dreamer.__main__ import dream_once  # lazy: the dreamer's code; a pass only
 
     events: list[dict[str, Any]] = []
     await asyncio.to_thread(dream_once, config, [palace], dry_run=dry_run, emit=events.append)

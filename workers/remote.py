@@ -33,10 +33,10 @@ def run_remote_worker(palace: str, reader: bool = False) -> int:
     log = setup_logging("palace", default_level="info").bind(broker=config.backend)
     log.info("remote worker starting", palace=name, role="reader" if reader else "writer")
     if reader:
-        from trusty_memory.workers.reader import PalaceReader
+        from trusty_memory.workers.reader import PalaceReader  # lazy: reader or writer, not both
 
         return PalaceReader(config, log, name, remote=True).run()
-    from trusty_memory.workers.writer import PalaceWriter
+    from trusty_memory.workers.writer import PalaceWriter  # lazy: reader or writer, not both
 
     return PalaceWriter(config, log, name, remote=True).run()
 

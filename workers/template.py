@@ -53,6 +53,8 @@ import sys
 import threading
 import time
 
+from trusty_memory.common.home import CRASH_TEST_ENV, PARENT_ENV, expected_parent
+
 PARENT_CHECK_S = 1.0
 # Test-only: a thread started in the template once it is ready (a fork must be refused).
 # ``home.CRASH_TEST_ENV`` is the other test-only switch a forked child reads.
@@ -85,9 +87,10 @@ def threads() -> tuple[int, list[str]]:
 
 
 def preload() -> None:
-    """Import what every palace worker needs (the heavy part of its start-up)."""
+    """Import what every palace worker needs (the heavy part of its start-up): the
+    template's import phase, which ``main()`` runs once ^C is ignored, in this order."""
     # First: the store's package keeps sqlite-utils from loading pandas (see its __init__).
-    import trusty_memory.workers.store
+    import trusty_memory.workers.store  # lazy: first, before sqlite-utils
 
     # isort: split
     import hnswlib  # noqa: F401
@@ -96,8 +99,9 @@ def preload() -> None:
     import sqlite_utils  # noqa: F401
     import zmq  # noqa: F401
 
-    import trusty_memory.workers.palace_process  # noqa: F401 (palace, reader, writer)
-    from trusty_memory.common.logs import setup_logging
+    # The worker code (palace, reader, writer).
+    import trusty_memory.workers.palace_process  # noqa: F401  # lazy: the import phase
+    from trusty_memory.common.logs import setup_logging  # lazy: the import phase
 
     setup_logging("template")  # structlog's processors built once, shared
 
@@ -105,9 +109,9 @@ def preload() -> None:
 def warm() -> None:
     """Run the store code once (``warm_up.py``) and hand back what that freed, so that
     children copy fewer of the template's pages."""
-    from trusty_memory.common.logs import get_logger
-    from trusty_memory.workers.base import release_freed_memory
-    from trusty_memory.workers.warm_up import warm_up
+    from trusty_memory.common.logs import get_logger  # lazy: after the import phase
+    from trusty_memory.workers.base import release_freed_memory  # lazy: after the import phase
+    from trusty_memory.workers.warm_up import warm_up  # lazy: after the import phase
 
     warm_up(get_logger().bind(actor="template", pid=os.getpid()))
     gc.collect()
@@ -118,8 +122,6 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
     """In the forked child: become a palace worker; never return into the template loop."""
     code = 1
     try:
-        from trusty_memory.common.home import CRASH_TEST_ENV, PARENT_ENV
-
         os.environ[PARENT_ENV] = str(os.getppid())  # the template is this worker's supervisor
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -135,7 +137,7 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
         faulthandler.enable(file=sys.stderr, all_threads=True)
         if os.environ.get(CRASH_TEST_ENV) == "forked":
             os.kill(os.getpid(), signal.SIGSEGV)
-        from trusty_memory.workers.palace_process import main
+        from trusty_memory.workers.palace_process import main  # lazy: loaded in the import phase
 
         code = main(argv)
     except SystemExit as exc:
@@ -150,8 +152,6 @@ def child(argv: list[str], wakeup: tuple[int, int]) -> None:
 
 
 def main() -> int:
-    from trusty_memory.common.home import expected_parent
-
     parent = expected_parent()
     wakeup = os.pipe()  # SIGCHLD wakes the loop through it, to reap at once
     for fd in wakeup:

@@ -60,7 +60,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trusty_memory.common.config import load_config
 from trusty_memory.common.launch import module_command
+from trusty_memory.common.names import validate_palace_name
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 AGENT = "claude-code"
 CLI_MODULE = "trusty_memory.client.cli.main"
@@ -310,9 +313,6 @@ class Change:
 def checked_palace(name: str) -> str:
     """A palace name for a hook: a valid one that does not start with ``-``, which the
     ``mine`` command line would read as an option. ``TrustyError`` otherwise."""
-    from trusty_memory.common.names import validate_palace_name
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     validate_palace_name(name)
     if not HOOK_PALACE.fullmatch(name):
         raise TrustyError(
@@ -587,8 +587,7 @@ def wake_up_within(
     ``os._exit``, not wait for it). A local daemon that is not running is started in the
     background (``spawn.start_daemon_behind``; its pid goes in ``record``) and this session
     gets no context: a start takes seconds, and waiting for it would hold the session up."""
-    from trusty_memory.client.daemon import frontend, is_local
-    from trusty_memory.common.config import load_config
+    from trusty_memory.client.daemon import frontend, is_local  # lazy: pyzmq: SessionStart only
 
     config = load_config()
     if is_local(config) and frontend(config) is None:
@@ -596,7 +595,7 @@ def wake_up_within(
         # person takes to type the first prompt) instead of that call waiting seconds for
         # the model, the SDK and the palace (BENCHMARKS.md, "Beside MemPalace"); it would
         # start at the first Stop anyway, to mine the turn.
-        from trusty_memory.client.spawn import start_daemon_behind
+        from trusty_memory.client.spawn import start_daemon_behind  # lazy: SessionStart only
 
         pid = start_daemon_behind(config)
         if record is not None:
@@ -605,8 +604,8 @@ def wake_up_within(
     found: list[str | None] = []
 
     def ask() -> None:
-        from trusty_memory.client.capture import wake_up
-        from trusty_memory.client.sync import Client
+        from trusty_memory.client.capture import wake_up  # lazy: SessionStart only
+        from trusty_memory.client.sync import Client  # lazy: pyzmq: SessionStart only
 
         client = Client(config, autostart=False)
         try:
@@ -658,8 +657,6 @@ def run_hook(
             record["context_chars"] = len(context or "")
         else:
             transcript = checked_transcript(event.get("transcript_path"))
-            from trusty_memory.common.config import load_config
-
             config = load_config()
             config.ensure_dirs()
             subagents = subagent_folder(transcript)
@@ -686,8 +683,6 @@ def _log(record: dict[str, Any]) -> None:
     that cannot be written is given up on silently, like everything else here."""
     try:
         from datetime import UTC, datetime
-
-        from trusty_memory.common.config import load_config
 
         config = load_config()
         config.ensure_dirs()

@@ -44,9 +44,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trusty_memory.client.bulk import create_palace
 from trusty_memory.client.capture import chatgpt, claude_ai, claude_code, codex, markdown
 from trusty_memory.client.capture.exchanges import Exchange, bounded
+from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
+from trusty_memory.common.config import load_config
 from trusty_memory.common.messages import EmbedResult, ImportDrawer, ImportResult
 from trusty_memory.common.methods import Method
 from trusty_memory.common.palace_dir import write_json_atomic
@@ -349,8 +352,6 @@ class _EmbedThread:
         if not texts:
             return None
         if self.client is None:
-            from trusty_memory.client.sync import Client
-
             self.client = Client(self.config, autostart=False, endpoint=self.endpoint)
         data = self.client.call(
             Method.EMBED_BULK,
@@ -596,9 +597,6 @@ def mine(
     report after every acknowledged batch. Returns the report; raises ``TrustyError`` when
     the daemon refuses a batch (what was acknowledged before stays, and so does its
     progress, so running again resumes)."""
-    from trusty_memory.client.bulk import create_palace
-    from trusty_memory.common.config import load_config
-
     if fmt is not None and fmt not in FORMATS:
         raise p.TrustyError(p.ErrorCode.INVALID_PARAMS, f"format: one of {', '.join(FORMATS)}")
     config = load_config()

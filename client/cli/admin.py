@@ -20,9 +20,10 @@ from typing import Any
 from trusty_memory.client.cli.output import output, say
 from trusty_memory.client.cli.parser import actions, command
 from trusty_memory.common import __version__
-from trusty_memory.common.config import Config
-from trusty_memory.common.home import tree_size
+from trusty_memory.common.config import Config, load_config
+from trusty_memory.common.home import live_daemon, tree_size
 from trusty_memory.common.human import visible
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 Check = tuple[str, bool, str]  # (what, ok, detail)
 RUNTIME_MODULES = (
@@ -50,7 +51,7 @@ def doctor(config: Config) -> list[Check]:
 
 
 def cache_root(config: Config) -> Path:
-    from trusty_memory.workers.embedder import compiled_model
+    from trusty_memory.workers.embedder import compiled_model  # lazy: numpy; setup and doctor only
 
     if config.embedder.compiled_dir:
         return Path(config.embedder.compiled_dir).expanduser()
@@ -58,7 +59,7 @@ def cache_root(config: Config) -> Path:
 
 
 def _model_cache(config: Config) -> Check:
-    from trusty_memory.workers.embedder import compiled_model
+    from trusty_memory.workers.embedder import compiled_model  # lazy: numpy; setup and doctor only
 
     if not config.embedder.compiled:
         return ("model cache", True, "compiled model off: the embedder runs the library in process")
@@ -89,7 +90,7 @@ def _model_cache(config: Config) -> Check:
 
 
 def _export_tools(config: Config) -> Check:
-    from trusty_memory.workers.embedder import export_tools
+    from trusty_memory.workers.embedder import export_tools  # lazy: numpy; setup and doctor only
 
     env = export_tools.env_dir()
     shared = f"shared environment {env} ({_mb(tree_size(env))})" if env.is_dir() else ""
@@ -156,8 +157,11 @@ class StepLine:
 def setup(config: Config, progress, clean: bool = False) -> dict[str, Any]:
     """Prepare the compiled model now (what the first embedder start would do), and with
     ``clean`` remove every other entry of the cache. Raises on failure."""
-    from trusty_memory.common.logs import setup_logging
-    from trusty_memory.workers.embedder import compiled_model, export_tools
+    from trusty_memory.common.logs import setup_logging  # lazy: structlog; setup only
+    from trusty_memory.workers.embedder import (  # lazy: numpy; setup and doctor only
+        compiled_model,
+        export_tools,
+    )
 
     started = time.monotonic()
     root = cache_root(config)
@@ -181,8 +185,7 @@ def setup(config: Config, progress, clean: bool = False) -> dict[str, Any]:
 
 
 def _daemon(config: Config) -> Check:
-    from trusty_memory.client.daemon import ping
-    from trusty_memory.common.home import live_daemon
+    from trusty_memory.client.daemon import ping  # lazy: pyzmq; doctor only
 
     record = live_daemon(config.home)
     if record is None:
@@ -196,9 +199,8 @@ def _daemon(config: Config) -> Check:
 
 def _workers(config: Config) -> Check:
     """Whether palace workers start the cheap way and none is in a crash loop."""
-    from trusty_memory.client.daemon import ping
-    from trusty_memory.client.sync import Client
-    from trusty_memory.common.home import live_daemon
+    from trusty_memory.client.daemon import ping  # lazy: pyzmq; doctor only
+    from trusty_memory.client.sync import Client  # lazy: pyzmq; doctor only
 
     if live_daemon(config.home) is None or not ping(config, 2.0):
         return ("workers", True, "no daemon")
@@ -358,8 +360,6 @@ def _toml(value: Any) -> str:
 
 
 def cmd_doctor(args) -> int:
-    from trusty_memory.common.config import load_config
-
     checks = doctor(load_config())
     data = {"ok": all(ok for _, ok, _ in checks),
             "checks": [{"check": n, "ok": ok, "detail": d} for n, ok, d in checks]}  # fmt: skip
@@ -369,9 +369,6 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_setup(args) -> int:
-    from trusty_memory.common.config import load_config
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     config = load_config()
     if not config.embedder.compiled:
         output(args, {"ok": True, "compiled": False}, "compiled model off: nothing to prepare")
@@ -397,8 +394,6 @@ def cmd_logs(args) -> int:
     piped (for jq), and ``{"path", "lines"}`` with ``--json``."""
     import json
 
-    from trusty_memory.common.config import load_config
-
     path = log_path(load_config())
     lines = tail(path, args.lines)
     if args.json:
@@ -416,8 +411,6 @@ def cmd_logs(args) -> int:
 
 
 def cmd_config_show(args) -> int:
-    from trusty_memory.common.config import load_config
-
     config = load_config()
     output(args, config_dict(config), config_toml(config))
     return 0

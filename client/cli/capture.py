@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command
+from trusty_memory.common.names import validate_palace_name
 
 MINE_FORMATS = ("auto", "claude-code", "codex", "chatgpt", "claude-ai", "markdown")
 
@@ -16,8 +17,7 @@ class MineProgress:
     elsewhere (a log, a hook's output file) a line every few seconds and one at the end."""
 
     def __init__(self, palace: str) -> None:
-        # Lazy, as every verb's own imports are: the CLI's start pays for none of them.
-        from trusty_memory.client.progress import Progress
+        from trusty_memory.client.progress import Progress  # lazy: mine only
 
         self.shown = Progress(f"mine {palace}")
 
@@ -51,8 +51,7 @@ def mine_summary(report) -> str:
 
 
 def cmd_mine(args) -> int:
-    from trusty_memory.client.capture.mine import mine
-    from trusty_memory.common.names import validate_palace_name
+    from trusty_memory.client.capture.mine import mine  # lazy: numpy and pyzmq; mine only
 
     palace = validate_palace_name(args.palace)
     progress = MineProgress(palace)

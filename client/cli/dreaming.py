@@ -9,14 +9,14 @@ from typing import TextIO, cast
 
 from trusty_memory.client.cli.output import Shown, daemon_client, output
 from trusty_memory.client.cli.parser import actions, command, old_palace_option, palace_of
+from trusty_memory.common.config import load_config
 from trusty_memory.common.human import clip
 from trusty_memory.common.methods import Method
 
 
 def cmd_dream(args) -> int:
-    from trusty_memory.common.config import load_config
-    from trusty_memory.dreamer import progress
-    from trusty_memory.dreamer.__main__ import dream_once
+    from trusty_memory.dreamer import progress  # lazy: the dreamer's code; dream only
+    from trusty_memory.dreamer.__main__ import dream_once  # lazy: the dreamer's code; dream only
 
     palace = palace_of(args, "--dry-run" if args.dry_run else "")
     config = load_config()
@@ -42,7 +42,7 @@ def decay_note(s) -> str:
 
 
 def cmd_dreamer(args) -> int:
-    from trusty_memory.dreamer.__main__ import run_dreamer
+    from trusty_memory.dreamer.__main__ import run_dreamer  # lazy: the dreamer's code; dreamer only
 
     return run_dreamer(supervised=False, json_lines=args.json)
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from trusty_memory.client.cli.output import daemon_client, output, say
 from trusty_memory.client.cli.parser import actions, command
+from trusty_memory.common.launch import module_command
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 CODEX_NOTE = """\
 Codex CLI: its settings have no hook that is given the session's transcript, so nothing is
@@ -26,13 +28,13 @@ now and then, e.g. from cron (crontab -e), every 15 minutes:
 
 
 def _settings(args) -> Path:
-    from trusty_memory.client.capture.hooks import default_settings
+    from trusty_memory.client.capture.hooks import default_settings  # lazy: the hooks verbs only
 
     return Path(args.settings).expanduser() if args.settings else default_settings()
 
 
 def cmd_install(args) -> int:
-    from trusty_memory.client.capture import hooks
+    from trusty_memory.client.capture import hooks  # lazy: ~20 ms; the hooks verbs only
 
     if args.agent == "codex":
         return _codex(args)
@@ -66,7 +68,7 @@ def cmd_install(args) -> int:
 
 
 def cmd_uninstall(args) -> int:
-    from trusty_memory.client.capture import hooks
+    from trusty_memory.client.capture import hooks  # lazy: ~20 ms; the hooks verbs only
 
     if args.agent == "codex":
         return _codex(args)
@@ -95,8 +97,6 @@ def _codex(args) -> int:
     """Codex: nothing to install; say what to run instead."""
     import shlex
 
-    from trusty_memory.common.launch import module_command
-
     palace = args.palace or "PALACE"
     argv = module_command("trusty_memory.client.cli.main", "mine", palace)
     line = f'*/15 * * * * {shlex.join(argv)} "$HOME/.codex/sessions"'
@@ -105,8 +105,7 @@ def _codex(args) -> int:
 
 
 def cmd_palace(args) -> int:
-    from trusty_memory.client.capture.hooks import palace_for
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
+    from trusty_memory.client.capture.hooks import palace_for  # lazy: ~20 ms; the hooks verbs only
 
     directory = str(Path(args.dir).expanduser().resolve())
     name = palace_for(directory)
@@ -117,13 +116,13 @@ def cmd_palace(args) -> int:
 
 
 def cmd_hook(args) -> int:
-    from trusty_memory.client.capture.hooks import run_hook
+    from trusty_memory.client.capture.hooks import run_hook  # lazy: ~20 ms; the hooks verbs only
 
     return run_hook(args.agent, args.palace)
 
 
 def cmd_wake_up(args) -> int:
-    from trusty_memory.client.capture import wake_up
+    from trusty_memory.client.capture import wake_up  # lazy: wake-up only
 
     text = wake_up.wake_up(daemon_client(), args.palace, args.budget)
     data = {
@@ -137,7 +136,7 @@ def cmd_wake_up(args) -> int:
 
 
 def _budget(value: str) -> int:
-    from trusty_memory.client.capture.wake_up import MAX_BUDGET, MIN_BUDGET
+    from trusty_memory.client.capture.wake_up import MAX_BUDGET, MIN_BUDGET  # lazy: wake-up only
 
     try:
         budget = int(value)

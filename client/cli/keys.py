@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from trusty_memory.client.cli.output import output
 from trusty_memory.client.cli.parser import actions, command
+from trusty_memory.common.config import load_config
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 def _home():
-    from trusty_memory.common.config import load_config
-
     return load_config().home
 
 
 def cmd_keys_init(args) -> int:
-    from trusty_memory.common import keys
+    from trusty_memory.common import keys  # lazy: the keys verbs only
 
     data = keys.init(_home())
     made = ", ".join(data["created"]) or "none (both existed)"
@@ -28,8 +28,7 @@ def cmd_keys_init(args) -> int:
 
 
 def cmd_keys_show(args) -> int:
-    from trusty_memory.common import keys
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
+    from trusty_memory.common import keys  # lazy: the keys verbs only
 
     data = keys.show(_home())
     only = "server" if args.server else "client" if args.client else None
@@ -48,7 +47,7 @@ def cmd_keys_show(args) -> int:
 
 
 def cmd_keys_add(args) -> int:
-    from trusty_memory.common import keys
+    from trusty_memory.common import keys  # lazy: the keys verbs only
 
     data = keys.add(_home(), args.name, args.public_key)
     output(args, data, f"allowed {data['name']} ({data['key']})")
@@ -56,7 +55,7 @@ def cmd_keys_add(args) -> int:
 
 
 def cmd_keys_list(args) -> int:
-    from trusty_memory.common import keys
+    from trusty_memory.common import keys  # lazy: the keys verbs only
 
     rows = keys.listed(_home())
     lines = [f"{r['status']:<10} {r['name']:<24} {r['key'] or r.get('error')}" for r in rows]
@@ -65,7 +64,7 @@ def cmd_keys_list(args) -> int:
 
 
 def cmd_keys_revoke(args) -> int:
-    from trusty_memory.common import keys
+    from trusty_memory.common import keys  # lazy: the keys verbs only
 
     data = keys.revoke(_home(), args.name)
     text = (

@@ -34,9 +34,12 @@ from trusty_memory.client.cli import (
     service,
     transfer,
 )
-from trusty_memory.client.cli.output import say
+from trusty_memory.client.cli.output import daemon_client, say
 from trusty_memory.client.cli.parser import Parser
+from trusty_memory.common import __version__
+from trusty_memory.common.home import make_private
 from trusty_memory.common.human import visible
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 GROUPS = (
     server,
@@ -73,8 +76,6 @@ Every command but serve takes --json; `trusty-memory COMMAND --help` says more."
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from trusty_memory.common import __version__
-
     parser = Parser(
         prog="trusty-memory",
         description=DESCRIPTION,
@@ -120,13 +121,9 @@ def _use_daemon(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trusty_memory.common.home import make_private
-
     make_private()  # exports, logs and a daemon this command starts: the user's alone
     args = build_parser().parse_args(_keys_as_values(sys.argv[1:] if argv is None else argv))
     _use_daemon(args)
-    from trusty_memory.common.protocol import TrustyError
-
     try:
         return args.fn(args)
     except TrustyError as exc:
@@ -157,8 +154,6 @@ def palace_hint(exc, args) -> str | None:
     """For "palace not found: NAME" (the daemon's words, which the contract fixes), what a
     person can do: the palace of that name there is nearest to it, and how to create it
     (``serve --palace NAME`` creates its palace; the other verbs do not)."""
-    from trusty_memory.common.protocol import ErrorCode
-
     found = _NO_PALACE.fullmatch(exc.message)
     if exc.code != ErrorCode.PALACE_NOT_FOUND or found is None:
         return None  # a palace being deleted or moved is not one to create
@@ -166,8 +161,6 @@ def palace_hint(exc, args) -> str | None:
     remote = f" --daemon {args.daemon}" if getattr(args, "daemon", None) else ""
     create = f"`trusty-memory palace create {name}{remote}` creates it"
     try:
-        from trusty_memory.client.cli.output import daemon_client
-
         palaces = daemon_client().palace_list()
     except Exception:  # the hint is a courtesy: the error is what was asked about
         return create

@@ -9,6 +9,7 @@ from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command, old_palace_option, palace_of
 from trusty_memory.common.human import clip, describe, score
 from trusty_memory.common.methods import Method
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 TEXT_WIDTH = 100  # characters of a drawer's text on a one-line listing
 
@@ -55,8 +56,6 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     named = palace_of(args, args.drawer_id)
     client = daemon_client()
     for palace in [named] if named else client.palace_list():

@@ -16,7 +16,7 @@ from trusty_memory.common.human import visible
 
 def daemon_client():
     """This home's daemon (or the one ``--daemon`` names), started if a client may start it."""
-    from trusty_memory.client.sync import Client
+    from trusty_memory.client.sync import Client  # lazy: pyzmq; verbs that call the daemon
 
     return Client()
 

@@ -9,6 +9,8 @@ from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import actions, command
 from trusty_memory.common.human import describe, visible
 from trusty_memory.common.methods import Method
+from trusty_memory.common.names import validate_palace_name
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 def cmd_palace_list(args) -> int:
@@ -53,9 +55,6 @@ def cmd_palace_info(args) -> int:
 
 
 def cmd_palace_delete(args) -> int:
-    from trusty_memory.common.names import validate_palace_name
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     client = daemon_client()
     name = validate_palace_name(args.name)
     if not args.yes:
@@ -79,8 +78,6 @@ def cmd_palace_delete(args) -> int:
 
 def _confirmed(question: str, command: str) -> bool:
     """Ask on the terminal; refuse outright when there is none to ask on."""
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         raise TrustyError(
             ErrorCode.INVALID_PARAMS,
@@ -98,8 +95,6 @@ def cmd_palace_rename(args) -> int:
 
 
 def cmd_palace_restore(args) -> int:
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     try:
         data = daemon_client().palace_restore(args.name, entry=args.entry, new_name=args.as_name)
     except TrustyError as exc:

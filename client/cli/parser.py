@@ -19,6 +19,7 @@ import sys
 from typing import NoReturn
 
 from trusty_memory.common.human import visible
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 # argparse's message for an unknown verb or action; 3.12 dropped the quotes around choices.
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
@@ -149,8 +150,6 @@ def palace_of(args, rest: str = "") -> str | None:
     if old is None:
         return args.palace
     if args.palace is not None and args.palace != old:
-        from trusty_memory.common.protocol import ErrorCode, TrustyError
-
         raise TrustyError(
             ErrorCode.INVALID_PARAMS,
             f"{verb}: two palaces given ({args.palace} and --palace {old}): name one",

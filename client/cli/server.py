@@ -16,13 +16,15 @@ import time
 
 from trusty_memory.client.cli.output import daemon_client, output
 from trusty_memory.client.cli.parser import command
+from trusty_memory.common.config import load_config
 from trusty_memory.common.human import duration
+from trusty_memory.common.launch import module_command
 
 HTTP_LISTEN = "127.0.0.1:3031"  # `http` and `service install --http` without an address
 
 
 def cmd_serve(args) -> int:
-    from trusty_memory.client.mcp.server import run_serve
+    from trusty_memory.client.mcp.server import run_serve  # lazy: serve only
 
     return run_serve(
         palace=args.palace, http=args.http, allow_remote=args.allow_remote, tools=args.tools
@@ -30,7 +32,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_http(args) -> int:
-    from trusty_memory.client.mcp.http_service import run_http_service
+    from trusty_memory.client.mcp.http_service import run_http_service  # lazy: asyncio; http only
 
     return run_http_service(
         args.listen,
@@ -42,7 +44,7 @@ def cmd_http(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    from trusty_memory.ui.server import run_ui
+    from trusty_memory.ui.server import run_ui  # lazy: starlette and jinja2; ui only
 
     return run_ui(args.host, args.port, allow_remote=args.allow_remote)
 
@@ -65,8 +67,6 @@ def cmd_worker(args) -> int:
 def become(module: str, *args: str) -> int:
     """Replace this process with ``python -P -m module args``: an actor runs its own code,
     and the CLI imports none of it."""
-    from trusty_memory.common.launch import module_command
-
     command = module_command(module, *args)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -75,8 +75,7 @@ def become(module: str, *args: str) -> int:
 
 
 def cmd_status(args) -> int:
-    from trusty_memory.client.daemon import is_local, reach
-    from trusty_memory.common.config import load_config
+    from trusty_memory.client.daemon import is_local, reach  # lazy: pyzmq; status only
 
     config = load_config()
     why = reach(config, 1.0 if is_local(config) else 3.0)
@@ -136,8 +135,8 @@ def _worker_line(w: dict) -> str:
 def cmd_health(args) -> int:
     import asyncio
 
-    from trusty_memory.client.aio import AsyncClient
-    from trusty_memory.client.mcp.tools_extended import health
+    from trusty_memory.client.aio import AsyncClient  # lazy: pyzmq and asyncio; health only
+    from trusty_memory.client.mcp.tools_extended import health  # lazy: health only
 
     async def check() -> dict:
         async with AsyncClient() as client:
@@ -162,8 +161,7 @@ def cmd_health(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    from trusty_memory.client.daemon import daemon_pid
-    from trusty_memory.common.config import load_config
+    from trusty_memory.client.daemon import daemon_pid  # lazy: pyzmq; stop only
 
     config = load_config()
     # Only the daemon that holds the home's lock, checked by pid *and* start time: a pid

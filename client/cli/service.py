@@ -10,13 +10,16 @@ import sys
 from trusty_memory.client.cli.output import output
 from trusty_memory.client.cli.parser import actions, command
 from trusty_memory.client.cli.server import HTTP_LISTEN
+from trusty_memory.common.config import load_config
+from trusty_memory.common.names import validate_palace_name
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 def _service_manager(args):
     """The module that writes this platform's service: launchd on macOS, else systemd
     (``--launchd``/``--systemd`` choose either anywhere, e.g. to ``--print`` one)."""
-    from trusty_memory.client.cli import launchd
-    from trusty_memory.client.cli import systemd as service
+    from trusty_memory.client.cli import launchd  # lazy: the unit writers; service only
+    from trusty_memory.client.cli import systemd as service  # lazy: the unit writers; service only
 
     manager = args.manager or ("launchd" if sys.platform == "darwin" else "systemd")
     return launchd if manager == "launchd" else service
@@ -24,8 +27,7 @@ def _service_manager(args):
 
 def _endpoint(args):
     """``--http``'s endpoint (None without it), its address and palace checked now."""
-    from trusty_memory.client.cli.systemd import Endpoint
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
+    from trusty_memory.client.cli.systemd import Endpoint  # lazy: the unit writers; service only
 
     http = getattr(args, "http", None)
     palace = getattr(args, "palace", None)
@@ -38,8 +40,10 @@ def _endpoint(args):
         return None
     if http is True:  # uninstall: only the unit's name matters
         return Endpoint(HTTP_LISTEN)
-    from trusty_memory.client.mcp.http import AddressError, check_addr
-    from trusty_memory.common.names import validate_palace_name
+    from trusty_memory.client.mcp.http import (  # lazy: asyncio and ssl; --http only
+        AddressError,
+        check_addr,
+    )
 
     try:
         check_addr(http, allow_remote)
@@ -54,10 +58,8 @@ def _endpoint(args):
 
 
 def _service_unit(args):
-    from trusty_memory.client.cli import launchd
-    from trusty_memory.client.cli import systemd as service
-    from trusty_memory.common.config import load_config
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
+    from trusty_memory.client.cli import launchd  # lazy: the unit writers; service only
+    from trusty_memory.client.cli import systemd as service  # lazy: the unit writers; service only
 
     http = _endpoint(args)
     if _service_manager(args) is launchd:
@@ -75,16 +77,14 @@ def _service_unit(args):
 
 
 def _service_error(exc: OSError, path) -> Exception:
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     hint = " (a system unit: run it with sudo)" if isinstance(exc, PermissionError) else ""
     why = exc.strerror or exc
     return TrustyError(ErrorCode.INVALID_PARAMS, f"service: {path}: {why}{hint}")
 
 
 def cmd_service_install(args) -> int:
-    from trusty_memory.client.cli import launchd
-    from trusty_memory.client.cli import systemd as service
+    from trusty_memory.client.cli import launchd  # lazy: the unit writers; service only
+    from trusty_memory.client.cli import systemd as service  # lazy: the unit writers; service only
 
     unit = _service_unit(args)
     manager = _service_manager(args)
@@ -128,7 +128,7 @@ def cmd_service_install(args) -> int:
             f" yet\nstart it (now and at every login): {unit.enable_hint()}\nits log: {unit.log}"
         )
     if args.http:
-        from trusty_memory.client.mcp.http import TOKEN_FILE
+        from trusty_memory.client.mcp.http import TOKEN_FILE  # lazy: asyncio and ssl; --http only
 
         start = "start it (now and at every login)" if manager is launchd else "enable it"
         log = f"\nits log: {unit.log}" if manager is launchd else ""

@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trusty_memory.common.config import APP, Config
+from trusty_memory.common.config import APP, Config, load_config
 from trusty_memory.common.launch import module_command
 
 UNIT_NAME = f"{APP}.service"
@@ -57,7 +57,10 @@ class Endpoint:
         return words
 
     def loopback(self) -> bool:
-        from trusty_memory.client.mcp.http import is_loopback, parse_addr
+        from trusty_memory.client.mcp.http import (  # lazy: asyncio and ssl; --http only
+            is_loopback,
+            parse_addr,
+        )
 
         return is_loopback(parse_addr(self.listen)[0])
 
@@ -148,8 +151,6 @@ def build_unit(config: Config, scope: str, run_as: str = "", http: Endpoint | No
 
 
 def _config_of(home: Path) -> Config:
-    from trusty_memory.common.config import load_config
-
     saved = os.environ.get("TRUSTY_MEMORY_HOME")
     os.environ["TRUSTY_MEMORY_HOME"] = str(home)
     try:

@@ -11,12 +11,14 @@ from pathlib import Path
 
 from trusty_memory.client.cli.output import daemon_client, output, say
 from trusty_memory.client.cli.parser import command
+from trusty_memory.common.config import load_config
 from trusty_memory.common.human import visible
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 def cmd_export(args) -> int:
-    from trusty_memory.client import export
-    from trusty_memory.client.progress import Progress
+    from trusty_memory.client import export  # lazy: pyzmq; export only
+    from trusty_memory.client.progress import Progress  # lazy: export and import only
 
     client = daemon_client()
     total = client.palace_info(args.palace).drawer_count
@@ -35,10 +37,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from trusty_memory.client import bulk
-    from trusty_memory.client.progress import Progress
-    from trusty_memory.common.config import load_config
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
+    from trusty_memory.client import bulk  # lazy: numpy and pyzmq; import only
+    from trusty_memory.client.progress import Progress  # lazy: export and import only
 
     client = daemon_client()
     progress = Progress(f"import {visible(args.palace)}")

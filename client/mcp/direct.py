@@ -23,14 +23,14 @@ from trusty_memory.client.mcp.stdio import (
     StdioEdge,
     exit_after,
 )
+from trusty_memory.common.config import load_config
+from trusty_memory.common.logs import setup_logging
 
 
 def serve_direct(
     edge: StdioEdge, palace: str | None, http_sock: Any, version: str, tools: str = "contract"
 ) -> None:
     """Run the SDK here until EOF or a signal (the edge is already started)."""
-    from trusty_memory.common.logs import setup_logging
-
     log = setup_logging("serve").bind(default_palace=palace)
     edge.log = lambda event, fields: log.warning(event, **fields)
     token = ""
@@ -71,7 +71,7 @@ async def _serve(
         loop.add_signal_handler(sig, on_signal, sig)
 
     async def run_http() -> None:
-        from trusty_memory.client.mcp.http import serve_http
+        from trusty_memory.client.mcp.http import serve_http  # lazy: serve --http only
 
         try:
             await serve_http(server, http_sock, stop, token)
@@ -116,8 +116,11 @@ async def _serve(
 
 def _announce_http(sock: Any, log: Any) -> str:
     """The HTTP endpoint's bearer token, told once on stderr with the URL to use it at."""
-    from trusty_memory.client.mcp.http import TOKEN_FILE, http_token, is_loopback
-    from trusty_memory.common.config import load_config
+    from trusty_memory.client.mcp.http import (  # lazy: serve --http only
+        TOKEN_FILE,
+        http_token,
+        is_loopback,
+    )
 
     home = load_config().home
     token = http_token(home)

@@ -45,6 +45,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+from trusty_memory.client.aio import AsyncClient
 from trusty_memory.client.mcp.lines import (
     READ_CHUNK,
     Line,
@@ -53,6 +54,7 @@ from trusty_memory.client.mcp.lines import (
     configured_limits,
     salvage,
 )
+from trusty_memory.client.mcp.session import FrontEnd, SdkSession, build_server
 from trusty_memory.client.mcp.stdio import (
     INTERNAL_ERROR,
     dump_line,
@@ -62,7 +64,10 @@ from trusty_memory.client.mcp.stdio import (
     reply_too_long,
     request_too_long,
 )
-from trusty_memory.common import tracing
+from trusty_memory.common import __version__, tracing
+from trusty_memory.common.config import load_config
+from trusty_memory.common.home import expected_parent
+from trusty_memory.common.logs import setup_logging
 
 PARENT_CHECK_S = 1.0
 # Per session: requests fed to the SDK and not yet answered. Twice the relay's own bound
@@ -77,8 +82,6 @@ class Host:
     """Accepts relay connections and runs an SDK session for each."""
 
     def __init__(self, config: Any, log: Any) -> None:
-        from trusty_memory.client.aio import AsyncClient
-
         self.config = config
         self.log = log
         # With autostart, as every client: if the daemon dies (kill -9, a crash), calls in
@@ -132,9 +135,6 @@ class Host:
             give_back_memory()
 
     async def run_session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from trusty_memory.client.mcp.session import FrontEnd, SdkSession, build_server
-        from trusty_memory.common import __version__
-
         lines = read_lines(reader, self.limits.request)
         first = await anext(lines, b"null")
         hello = json.loads(first) if isinstance(first, bytes | bytearray) else None
@@ -317,10 +317,6 @@ def same_user(sock: socket.socket | None) -> bool:
 
 
 async def main_async() -> int:
-    from trusty_memory.common.config import load_config
-    from trusty_memory.common.home import expected_parent
-    from trusty_memory.common.logs import setup_logging
-
     log = setup_logging("mcp-host", default_level="info")
     host = Host(load_config(), log)
     import mcp.server.lowlevel  # noqa: F401  (the SDK, loaded before the first session)

@@ -34,6 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trusty_memory.common.config import load_config
+
 TOKEN_FILE = "http-token"
 
 
@@ -172,8 +174,10 @@ async def serve_http(
     import structlog
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from trusty_memory.common.config import load_config
-    from trusty_memory.common.http_guard import accept_errors_logged, uvicorn_config
+    from trusty_memory.common.http_guard import (  # lazy: serving only, not flag checks
+        accept_errors_logged,
+        uvicorn_config,
+    )
 
     host = sock.getsockname()[0]
     security = None

@@ -34,6 +34,18 @@ import sys
 import threading
 from typing import Any
 
+from trusty_memory.client.mcp.http import (
+    TOKEN_FILE,
+    AddressError,
+    bind,
+    http_token,
+    is_loopback,
+    serve_http,
+)
+from trusty_memory.client.mcp.server import checked_options
+from trusty_memory.common import __version__
+from trusty_memory.common.config import load_config
+
 USAGE_ERROR = 2
 STOP_S = 5.0  # after SIGTERM/SIGINT, exit 0 by then whatever is still running
 
@@ -55,9 +67,6 @@ def run_http_service(
     json_out: bool = False,
 ) -> int:
     """Serve MCP over HTTP at ``listen`` until SIGTERM/SIGINT; the exit code."""
-    from trusty_memory.client.mcp.http import AddressError, bind
-    from trusty_memory.client.mcp.server import checked_options
-
     try:
         tools = checked_options(tools, palace)
     except ValueError as exc:
@@ -76,9 +85,8 @@ def run_http_service(
     # Until the event loop owns them, a signal aborts start-up and still exits 0.
     previous = {s: signal.signal(s, early_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        from trusty_memory.client.mcp.session import FrontEnd
-        from trusty_memory.common import __version__
-        from trusty_memory.common.logs import setup_logging
+        from trusty_memory.client.mcp.session import FrontEnd  # lazy: after flag checks; ^C exits 0
+        from trusty_memory.common.logs import setup_logging  # lazy: after flag checks; ^C exits 0
 
         log = setup_logging("http").bind(default_palace=palace)
         token = _announce(sock, palace, json_out, log)
@@ -97,8 +105,7 @@ def run_http_service(
 
 
 async def _serve(sock: socket.socket, token: str, front: Any, version: str) -> int:
-    from trusty_memory.client.mcp.http import serve_http
-    from trusty_memory.client.mcp.session import build_server
+    from trusty_memory.client.mcp.session import build_server  # lazy: run_http_service loads it
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -146,9 +153,6 @@ def _url(sock: socket.socket) -> str:
 
 def _announce(sock: socket.socket, palace: str | None, json_out: bool, log: Any) -> str:
     """The endpoint's bearer token; its URL and where the token is kept said on stdout."""
-    from trusty_memory.client.mcp.http import TOKEN_FILE, http_token, is_loopback
-    from trusty_memory.common.config import load_config
-
     home = load_config().home
     token = http_token(home)
     url = _url(sock)

@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any, NamedTuple
 
+from trusty_memory.common.config import load_config
+
 # A line read from stdin: LineSplitter hands out its bytearrays, which json.loads and decode
 # take without a copy.
 Line = bytes | bytearray
@@ -85,8 +87,6 @@ def configured_limits(config: Any = None) -> LineLimits:
     needed)."""
     try:
         if config is None:
-            from trusty_memory.common.config import load_config
-
             config = load_config()
         limits = line_limits(config.palace.max_text_bytes, config.palace.max_top_k)
         if config.mcp.max_reply_bytes > 0:

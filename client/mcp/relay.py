@@ -76,6 +76,7 @@ from trusty_memory.client.mcp.stdio import (
     request_too_long,
 )
 from trusty_memory.common import tracing
+from trusty_memory.common.config import load_config
 
 START_TIMEOUT_S = 60.0  # a daemon start, model preparation included
 
@@ -104,7 +105,7 @@ class LazyLog:
 
     def _get(self) -> Any:
         if self._log is None:
-            from trusty_memory.common.logs import setup_logging
+            from trusty_memory.common.logs import setup_logging  # lazy: structlog, at the first log
 
             self._log = setup_logging("serve").bind(default_palace=self.palace)
         return self._log
@@ -348,7 +349,7 @@ class Relay:
     def _local(self, method: str) -> dict[str, Any]:
         if method == "ping":
             return {}
-        from trusty_memory.client.mcp.tool_sets import tool_definitions
+        from trusty_memory.client.mcp.tool_sets import tool_definitions  # lazy: stdlib-only module
 
         return {"tools": tool_definitions(self.palace, self.tools)}
 
@@ -528,8 +529,7 @@ def open_host(start: bool, announce: Callable[[], None]) -> socket.socket:
     every client does; ``announce()`` is called if this call starts it), and a host that
     is still starting up is waited for. Without, one attempt is made.
     """
-    from trusty_memory.common import home
-    from trusty_memory.common.config import load_config
+    from trusty_memory.common import home  # lazy: only once a call needs the daemon
 
     config = load_config()
     record = home.live_daemon(config.home)
@@ -553,8 +553,8 @@ def open_host(start: bool, announce: Callable[[], None]) -> socket.socket:
 
 def _start_daemon(config: Any, announce: Callable[[], None]) -> Any:
     """Start a daemon unless another starter beats us to it; its record once it is live."""
-    from trusty_memory.client.spawn import spawn_daemon, start_lock
-    from trusty_memory.common import home
+    from trusty_memory.client.spawn import spawn_daemon, start_lock  # lazy: only to start a daemon
+    from trusty_memory.common import home  # lazy: only once a call needs the daemon
 
     with start_lock(config):
         proc = None

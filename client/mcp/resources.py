@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from trusty_memory.common.methods import Method
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 SCHEME = "trusty-memory://"
 PAGE = 100
@@ -99,8 +100,6 @@ def resource_handlers(front: Any) -> dict[str, Any]:
     import mcp.types as types
     from mcp.shared.exceptions import MCPError
 
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     async def call(method: str, params: dict[str, Any], palace: str | None) -> Any:
         try:
             return await front.client().call(method, params, palace=palace)
@@ -112,7 +111,7 @@ def resource_handlers(front: Any) -> dict[str, Any]:
             raise MCPError(-32603, exc.message) from None
 
     async def read_wake_up(palace: str) -> str:
-        from trusty_memory.client.capture.wake_up import wake_up_async
+        from trusty_memory.client.capture.wake_up import wake_up_async  # lazy: wake-up reads only
 
         try:
             return await wake_up_async(front.client(), palace)

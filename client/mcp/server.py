@@ -41,6 +41,11 @@ import sys
 from typing import Any
 
 from trusty_memory.client.mcp.stdio import HARD_EXIT_S, StdioEdge, exit_after
+from trusty_memory.client.mcp.tool_sets import TOOL_SETS
+from trusty_memory.common import __version__
+from trusty_memory.common.config import env_flag, load_config
+from trusty_memory.common.names import validate_palace_name
+from trusty_memory.common.protocol import TrustyError
 
 USAGE_ERROR = 2
 
@@ -76,15 +81,13 @@ def run_serve(
     the tool set ("contract" or "extended"); None: ``TRUSTY_MEMORY_TOOLS``, else the
     config's ``[mcp] tools``, else the contract's.
     """
-    from trusty_memory.common import __version__
-
     try:
         tools = checked_options(tools, palace)
     except ValueError as exc:
         return _usage_error(str(exc))
     http_sock = None
     if http is not None:
-        from trusty_memory.client.mcp.http import AddressError, bind
+        from trusty_memory.client.mcp.http import AddressError, bind  # lazy: --http only
 
         try:
             http_sock = bind(http, allow_remote)
@@ -99,10 +102,10 @@ def run_serve(
         if os.environ.get("TRUSTY_MEMORY_SERVE_DEBUG_MODULES"):
             _report_modules_at_exit(os.environ["TRUSTY_MEMORY_SERVE_DEBUG_MODULES"])
         if http_sock is None and _daemon_is_local():
-            from trusty_memory.client.mcp.relay import run_relay
+            from trusty_memory.client.mcp.relay import run_relay  # lazy: relay mode only
 
             return run_relay(edge, palace, tools)
-        from trusty_memory.client.mcp.direct import serve_direct
+        from trusty_memory.client.mcp.direct import serve_direct  # lazy: the SDK; direct mode only
 
         serve_direct(edge, palace, http_sock, __version__, tools)
     except (ShutdownRequested, Exception):
@@ -125,11 +128,7 @@ def run_serve(
 
 def tool_set(flag: str | None) -> str:
     """The tool set to serve: the flag, else the environment or config (``[mcp] tools``)."""
-    from trusty_memory.client.mcp.tool_sets import TOOL_SETS
-
     if flag is None:
-        from trusty_memory.common.config import load_config
-
         flag = load_config().mcp.tools
         where = "[mcp] tools (or TRUSTY_MEMORY_TOOLS)"
     else:
@@ -144,9 +143,6 @@ def checked_options(tools: str | None, palace: str | None) -> str:
     ``ValueError`` naming the flag otherwise. Shared by ``serve`` and ``http``."""
     chosen = tool_set(tools)
     if palace is not None:
-        from trusty_memory.common.names import validate_palace_name
-        from trusty_memory.common.protocol import TrustyError
-
         try:
             validate_palace_name(palace)
         except TrustyError as exc:
@@ -159,8 +155,6 @@ def _daemon_is_local() -> bool:
     (``--daemon tcp://...``, or a ``tcp://`` frontend) is talked to directly, with the
     SDK in this process, and so is every session when ``TRUSTY_MEMORY_SERVE_DIRECT=1``
     (to rule the host out when chasing a problem, and to compare the two)."""
-    from trusty_memory.common.config import env_flag, load_config
-
     if env_flag("TRUSTY_MEMORY_SERVE_DIRECT"):
         return False
     return load_config().daemon_endpoint.startswith("ipc://")

@@ -27,8 +27,11 @@ from trusty_memory.client.mcp.stdio import (
     id_key,
     spec_tool_errors,
 )
+from trusty_memory.client.mcp.tool_record import ToolError, UnknownTool
+from trusty_memory.client.mcp.tool_sets import call_tool, tool_definitions
 from trusty_memory.common import tracing
 from trusty_memory.common.methods import Method
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 
 class FrontEnd:
@@ -52,7 +55,7 @@ class FrontEnd:
 
     def client(self) -> Any:
         if self._client is None:
-            from trusty_memory.client.aio import AsyncClient
+            from trusty_memory.client.aio import AsyncClient  # lazy: pyzmq, after start-up
 
             self._client = AsyncClient()
         return self._client
@@ -91,8 +94,6 @@ class FrontEnd:
         return self._ensure
 
     async def _create_default_palace(self) -> None:
-        from trusty_memory.common.protocol import ErrorCode, TrustyError
-
         try:
             await self.client().call(Method.PALACE_CREATE, {"name": self.default_palace})
             self.log.info("default palace created", palace=self.default_palace)
@@ -111,9 +112,6 @@ class FrontEnd:
     ) -> dict[str, Any]:
         """Run one tool (``current_spec``: for a session of protocol 2025-06-18 or
         later, see ``tool_sets.call_tool``); its result, or a ``ToolError``."""
-        from trusty_memory.client.mcp.tool_record import ToolError
-        from trusty_memory.client.mcp.tool_sets import call_tool
-
         started = time.perf_counter()
         try:
             result = await call_tool(
@@ -138,9 +136,6 @@ def build_server(front: FrontEnd, version: str) -> Any:
     import mcp.types as types
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
-
-    from trusty_memory.client.mcp.tool_record import ToolError, UnknownTool
-    from trusty_memory.client.mcp.tool_sets import tool_definitions
 
     tools = [
         types.Tool.model_validate(t) for t in tool_definitions(front.default_palace, front.tools)
@@ -196,7 +191,7 @@ def build_server(front: FrontEnd, version: str) -> Any:
 
     resources: dict[str, Any] = {}
     if front.tools == "extended":
-        from trusty_memory.client.mcp.resources import resource_handlers
+        from trusty_memory.client.mcp.resources import resource_handlers  # lazy: extended set only
 
         resources = resource_handlers(front)
     server = Server(

@@ -22,6 +22,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, overload
 
+from trusty_memory.common.names import validate_palace_name
+from trusty_memory.common.protocol import TrustyError, surrogate_in
+
 MAX_INTEGER = 2**31 - 1
 
 # MCP tool annotations (an addition the contract does not forbid; AutoMem's lesson, seed
@@ -208,8 +211,6 @@ class Args:
     def _utf8(self, key: str, value: str) -> None:
         """JSON may carry a lone surrogate (``"\\ud800"``) that UTF-8 cannot: refused here,
         naming the argument, before it reaches the daemon's encoder."""
-        from trusty_memory.common.protocol import surrogate_in
-
         where = surrogate_in(value)
         if where is not None:
             raise ToolError(
@@ -261,9 +262,6 @@ def json_type(value: Any) -> str:
 
 def resolve_palace(args: Args, default_palace: str | None) -> str:
     """The palace a call targets: its own argument, else the ``--palace`` default."""
-    from trusty_memory.common.names import validate_palace_name
-    from trusty_memory.common.protocol import TrustyError
-
     palace = args.string("palace") or default_palace
     if not palace:
         raise ToolError(f"{args.tool}: missing 'palace' (no --palace default configured)")
@@ -275,9 +273,6 @@ def resolve_palace(args: Args, default_palace: str | None) -> str:
 
 def palace_name(args: Args, key: str) -> str:
     """A palace named by a call (``palace_create``'s ``name``): required and valid."""
-    from trusty_memory.common.names import validate_palace_name
-    from trusty_memory.common.protocol import TrustyError
-
     name = args.string(key, required=True)
     try:
         validate_palace_name(name)

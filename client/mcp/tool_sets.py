@@ -26,6 +26,7 @@ from trusty_memory.client.mcp.tool_record import (
     unknown_arguments,
 )
 from trusty_memory.common.methods import Method
+from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 CONTRACT = "contract"
 EXTENDED = "extended"
@@ -120,8 +121,6 @@ async def call_tool(
     names a near match among the existing ones. The contract's sessions get its
     messages unchanged.
     """
-    from trusty_memory.common.protocol import ErrorCode, TrustyError
-
     plan = plan_call(name, arguments, default_palace, tools, current_spec=current_spec)
     try:
         if before_call is not None:
@@ -148,8 +147,6 @@ async def palace_not_found(message: str, backend: Backend, create: bool = True) 
     Other messages of that code (``no archived palace: ...``) come back as they are.
     """
     import difflib
-
-    from trusty_memory.common.protocol import TrustyError
 
     if not message.startswith(NOT_FOUND):
         return message

@@ -12,6 +12,7 @@ from typing import Any
 from trusty_memory.client.mcp.tool_record import READ_ONLY, Args, Plan, Tool, fields, resolve_palace
 from trusty_memory.client.mcp.tool_schema import PALACE, count, inputs, obj, string
 from trusty_memory.common.methods import Method
+from trusty_memory.common.protocol import EMBEDDER_SERVICE, PALACE_SERVICE_PREFIX, TrustyError
 
 # --------------------------------------------------------------------------------------
 # A palace: stats.
@@ -89,8 +90,6 @@ MEMORY_STATS = Tool(
 async def health(backend: Any) -> dict[str, Any]:
     """The daemon's status, and one real embedding timed (the embedder's health is whether
     it embeds, not whether its process exists). ``trusty-memory health`` runs it too."""
-    from trusty_memory.common.protocol import EMBEDDER_SERVICE, PALACE_SERVICE_PREFIX, TrustyError
-
     status = await backend.call(Method.STATUS, {}, palace=None)
     services = {s["name"]: s for s in status.get("services") or []}
     started = time.perf_counter()

@@ -55,7 +55,10 @@ class MiniLMEmbedder:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is a JSON log
         if self.compiled:
-            from trusty_memory.workers.embedder import compiled_model, export_tools
+            from trusty_memory.workers.embedder import (  # lazy: only an embedder loads a model
+                compiled_model,
+                export_tools,
+            )
 
             root = self.cache_root or compiled_model.default_cache_root()
             log = self.log or get_logger()
@@ -70,7 +73,9 @@ class MiniLMEmbedder:
     def _library(self):
         """sentence-transformers in process: the ``export`` extra, absent from an install
         that only serves (it then has the compiled model or nothing)."""
-        from trusty_memory.workers.embedder import export_tools
+        from trusty_memory.workers.embedder import (  # lazy: only an embedder loads a model
+            export_tools,
+        )
 
         if not export_tools.available_here():
             raise RuntimeError(

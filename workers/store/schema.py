@@ -30,6 +30,10 @@ import sqlite_utils
 
 from trusty_memory.common.protocol import ErrorCode, TrustyError
 from trusty_memory.workers.store import dates, relatedness
+from trusty_memory.workers.store.context import (  # the backfill: a remember's rule
+    Written,
+    words_in_order,
+)
 from trusty_memory.workers.store.index import prune_snapshots
 
 BUSY_TIMEOUT_MS = 5000
@@ -252,8 +256,6 @@ def _v6_context_words(db: sqlite_utils.Database) -> None:
 def _backfill_context(db: sqlite_utils.Database, window_s: float, chunk: int = 10_000) -> None:
     """Set ``drawers.context`` for the drawers already stored, a chunk of labels at a
     time (a large palace is never held in memory)."""
-    from trusty_memory.workers.store.context import Written, words_in_order  # a remember's rule
-
     before: Written | None = None
     after = 0
     while True:
