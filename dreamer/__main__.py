@@ -3,6 +3,9 @@
 Run by the daemon with ``--supervised`` (it then stops when the daemon goes away), or by
 hand as ``trusty-memory dreamer``. ``trusty-memory dream`` runs one pass in the calling
 process instead (``dream_once``): the dreamer is only a client, so both are the same code.
+It calls the broker through the ``Caller`` it is given, or one of its own that never starts
+a daemon: the front ends that may start one (the CLI, the web page) hand in their client,
+so the dreamer imports none of theirs.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import argparse
 import signal
 import sys
 
-from trusty_memory.client.sync import Client
+from trusty_memory.common.caller import Caller
 from trusty_memory.common.config import Config, load_config
 from trusty_memory.common.home import expected_parent
+from trusty_memory.common.methods import Method
 from trusty_memory.dreamer import progress as ev
 from trusty_memory.dreamer.runner import DreamPass, PassReport
 from trusty_memory.dreamer.scheduler import Scheduler
@@ -25,24 +29,33 @@ def dream_once(
     *,
     dry_run: bool = False,
     emit: ev.Emit = ev.silent,
-    autostart: bool = True,
+    caller: Caller | None = None,
 ) -> list[PassReport]:
-    """One pass over each palace (all of them when ``palaces`` is None), in this process."""
-    with Client(config, autostart=autostart) as client:
-        names = palaces or client.palace_list()
+    """One pass over each palace (all of them when ``palaces`` is None), in this process,
+    through ``caller`` (one of its own, closed after, when None)."""
+    own = caller is None
+    client = Caller(config) if caller is None else caller
+    try:
+        names = palaces or client.call(Method.PALACE_LIST)["palaces"]
         return [
             DreamPass(client, name, config.dreamer, dry_run=dry_run, emit=emit).run()
             for name in names
         ]
+    finally:
+        if own:
+            client.close()
 
 
-def run_dreamer(supervised: bool = False, json_lines: bool = False) -> int:
-    """The long-running dreamer: the scheduler's loop until SIGTERM/SIGINT."""
+def run_dreamer(
+    supervised: bool = False, json_lines: bool = False, caller: Caller | None = None
+) -> int:
+    """The long-running dreamer: the scheduler's loop until SIGTERM/SIGINT. Supervised,
+    its calls are the daemon's own traffic (``background``), which never counts as use."""
     from trusty_memory.common.logs import setup_logging  # lazy: structlog, not loaded by `dream`
 
     config = load_config()
     log = setup_logging("dreamer", default_level="info")
-    client = Client(config, autostart=not supervised, background=supervised)
+    client = Caller(config, background=supervised) if caller is None else caller
     emit = ev.json_lines() if json_lines else ev.silent
     scheduler = Scheduler(
         client, config.dreamer, log, emit=emit, parent_pid=expected_parent() if supervised else None

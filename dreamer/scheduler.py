@@ -18,7 +18,9 @@ import time
 from typing import Any
 
 from trusty_memory.common import protocol as p
+from trusty_memory.common.caller import Caller
 from trusty_memory.common.config import DreamerSettings
+from trusty_memory.common.methods import Method
 from trusty_memory.dreamer import progress as ev
 from trusty_memory.dreamer.runner import DreamPass, PassReport
 
@@ -26,7 +28,7 @@ from trusty_memory.dreamer.runner import DreamPass, PassReport
 class Scheduler:
     def __init__(
         self,
-        client: Any,
+        client: Caller,
         settings: DreamerSettings,
         log: Any,
         *,
@@ -57,7 +59,7 @@ class Scheduler:
     def tick(self) -> list[PassReport]:
         reports = []
         activity = self.activity()
-        for palace in self.client.palace_list():
+        for palace in self.client.call(Method.PALACE_LIST)["palaces"]:
             if not self.running:
                 break
             reason = self.due(palace, activity.get(palace))
@@ -101,7 +103,7 @@ class Scheduler:
         prefix = p.PALACE_SERVICE_PREFIX
         return {
             s["name"][len(prefix) :]: s
-            for s in self.client.status()["services"]
+            for s in self.client.call(Method.STATUS)["services"]
             if s["name"].startswith(prefix)
         }
 

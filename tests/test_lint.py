@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -47,16 +49,20 @@ def _module_files() -> dict[str, Path]:
     return modules
 
 
-def _runtime_imports(tree) -> list[str]:
+def _runtime_imports(tree, typing: bool = False) -> list[str]:
     """The project modules a file imports when it runs, at any depth (function-level too),
-    leaving out ``if TYPE_CHECKING:`` blocks, which never run."""
+    leaving out ``if TYPE_CHECKING:`` blocks, which never run, unless ``typing``."""
     import ast
 
     found: list[str] = []
 
     def visit(node) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            if (
+                not typing
+                and isinstance(child, ast.If)
+                and "TYPE_CHECKING" in ast.unparse(child.test)
+            ):
                 for orelse in child.orelse:
                     visit(orelse)
                 continue
@@ -71,20 +77,42 @@ def _runtime_imports(tree) -> list[str]:
     return [name for name in found if name.startswith("trusty_memory.")]
 
 
-def test_the_product_has_no_import_circle():
-    """No module imports, directly or through others, a module that imports it back: a
-    circle makes import order matter and hides which of the two is the lower layer."""
+def _graph(typing: bool) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (at any depth; type-only ones if ``typing``)."""
     import ast
 
     modules = _module_files()
-    graph = {
+    return {
         name: {
             imported
-            for imported in _runtime_imports(ast.parse(path.read_text()))
+            for imported in _runtime_imports(ast.parse(path.read_text()), typing)
             if imported in modules and imported != name
         }
         for name, path in modules.items()
     }
+
+
+def test_no_two_top_level_folders_import_each_other():
+    """Between two actors' folders imports go one way (docs/architecture.md): what two
+    share lives in ``common``, and a front end starts an actor by module name rather than
+    importing it. Type-only imports count: they tie the folders together all the same."""
+    edges: dict[tuple[str, str], str] = {}
+    for name, imported in _graph(typing=True).items():
+        for other in imported:
+            a, b = name.split(".")[1], other.split(".")[1]
+            if a != b:
+                edges.setdefault((a, b), f"{name} -> {other}")
+    pairs = [(a, b) for a, b in sorted(edges) if a < b and (b, a) in edges]
+    both = [f"{edges[a, b]} and {edges[b, a]}" for a, b in pairs]
+    assert not both, "\n".join(both)
+
+
+@pytest.mark.parametrize("typing", [False, True], ids=["at run time", "type-only too"])
+def test_the_product_has_no_import_circle(typing: bool):
+    """No module imports, directly or through others, a module that imports it back: a
+    circle makes import order matter and hides which of the two is the lower layer. Nor
+    through ``TYPE_CHECKING`` imports: those hide a circle the type checker still walks."""
+    graph = _graph(typing)
     circles = []
     for start in graph:  # a depth-first walk from each module back to itself
         stack = [(start, [start])]

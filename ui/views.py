@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from trusty_memory.client.aio import AsyncClient
+from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import Config
 from trusty_memory.common.home import tree_size
@@ -473,7 +474,12 @@ async def dream(config: Config, palace: str, *, dry_run: bool) -> DreamRun:
     from trusty_memory.dreamer.__main__ import dream_once  # lazy: the dreamer's code; a pass only
 
     events: list[dict[str, Any]] = []
-    await asyncio.to_thread(dream_once, config, [palace], dry_run=dry_run, emit=events.append)
+
+    def one_pass() -> None:
+        with Client(config) as client:  # as the CLI's: starts the daemon when none runs
+            dream_once(config, [palace], dry_run=dry_run, emit=events.append, caller=client)
+
+    await asyncio.to_thread(one_pass)
     return DreamRun(
         palace=palace,
         dry_run=dry_run,

@@ -15,6 +15,7 @@ from trusty_memory.common.methods import Method
 
 
 def cmd_dream(args) -> int:
+    from trusty_memory.client.sync import Client  # lazy: pyzmq; verbs that call the daemon
     from trusty_memory.dreamer import progress  # lazy: the dreamer's code; dream only
     from trusty_memory.dreamer.__main__ import dream_once  # lazy: the dreamer's code; dream only
 
@@ -22,7 +23,9 @@ def cmd_dream(args) -> int:
     config = load_config()
     # The plan's reasons may quote a drawer's words: shown, never obeyed.
     emit = progress.json_lines() if args.json else progress.text(cast(TextIO, Shown(sys.stdout)))
-    reports = dream_once(config, [palace] if palace else None, dry_run=args.dry_run, emit=emit)
+    with Client(config) as client:  # starts the daemon when none runs
+        palaces = [palace] if palace else None
+        reports = dream_once(config, palaces, dry_run=args.dry_run, emit=emit, caller=client)
     if not args.json and any(r.decayed or r.archived for r in reports):
         print(decay_note(config.dreamer))
     return 0
@@ -42,9 +45,11 @@ def decay_note(s) -> str:
 
 
 def cmd_dreamer(args) -> int:
+    from trusty_memory.client.sync import Client  # lazy: pyzmq; verbs that call the daemon
     from trusty_memory.dreamer.__main__ import run_dreamer  # lazy: the dreamer's code; dreamer only
 
-    return run_dreamer(supervised=False, json_lines=args.json)
+    with Client(load_config()) as client:  # starts the daemon when none runs
+        return run_dreamer(supervised=False, json_lines=args.json, caller=client)
 
 
 def cmd_archive_list(args) -> int:

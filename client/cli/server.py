@@ -44,9 +44,9 @@ def cmd_http(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    from trusty_memory.ui.server import run_ui  # lazy: starlette and jinja2; ui only
-
-    return run_ui(args.host, args.port, allow_remote=args.allow_remote)
+    """Become the web page's process (``ui/__main__.py``), as ``daemon`` becomes the broker."""
+    return become("trusty_memory.ui", f"--host={args.host}", f"--port={args.port}",
+                  *(["--allow-remote"] if args.allow_remote else []))  # fmt: skip
 
 
 def cmd_daemon(args) -> int:
