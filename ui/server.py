@@ -18,9 +18,9 @@ from typing import Any
 
 import uvicorn
 
-from trusty_memory.client.mcp.http import AddressError, is_loopback, listen
 from trusty_memory.common.config import load_config
 from trusty_memory.common.http_guard import accept_errors_logged, uvicorn_config
+from trusty_memory.common.listening import AddressError, is_loopback, listen
 from trusty_memory.common.logs import setup_logging
 from trusty_memory.ui.app import build_app
 from trusty_memory.ui.security import new_token, private_name

@@ -40,10 +40,7 @@ def _endpoint(args):
         return None
     if http is True:  # uninstall: only the unit's name matters
         return Endpoint(HTTP_LISTEN)
-    from trusty_memory.client.mcp.http import (  # lazy: asyncio and ssl; --http only
-        AddressError,
-        check_addr,
-    )
+    from trusty_memory.common.listening import AddressError, check_addr  # lazy: --http only
 
     try:
         check_addr(http, allow_remote)

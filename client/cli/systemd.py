@@ -57,10 +57,7 @@ class Endpoint:
         return words
 
     def loopback(self) -> bool:
-        from trusty_memory.client.mcp.http import (  # lazy: asyncio and ssl; --http only
-            is_loopback,
-            parse_addr,
-        )
+        from trusty_memory.common.listening import is_loopback, parse_addr  # lazy: --http only
 
         return is_loopback(parse_addr(self.listen)[0])
 

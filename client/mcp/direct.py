@@ -116,11 +116,8 @@ async def _serve(
 
 def _announce_http(sock: Any, log: Any) -> str:
     """The HTTP endpoint's bearer token, told once on stderr with the URL to use it at."""
-    from trusty_memory.client.mcp.http import (  # lazy: serve --http only
-        TOKEN_FILE,
-        http_token,
-        is_loopback,
-    )
+    from trusty_memory.client.mcp.http import TOKEN_FILE, http_token  # lazy: serve --http only
+    from trusty_memory.common.listening import is_loopback  # lazy: serve --http only
 
     home = load_config().home
     token = http_token(home)

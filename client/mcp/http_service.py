@@ -34,17 +34,11 @@ import sys
 import threading
 from typing import Any
 
-from trusty_memory.client.mcp.http import (
-    TOKEN_FILE,
-    AddressError,
-    bind,
-    http_token,
-    is_loopback,
-    serve_http,
-)
+from trusty_memory.client.mcp.http import TOKEN_FILE, http_token, serve_http
 from trusty_memory.client.mcp.server import checked_options
 from trusty_memory.common import __version__
 from trusty_memory.common.config import load_config
+from trusty_memory.common.listening import AddressError, bind, is_loopback
 
 USAGE_ERROR = 2
 STOP_S = 5.0  # after SIGTERM/SIGINT, exit 0 by then whatever is still running

@@ -87,7 +87,7 @@ def run_serve(
         return _usage_error(str(exc))
     http_sock = None
     if http is not None:
-        from trusty_memory.client.mcp.http import AddressError, bind  # lazy: --http only
+        from trusty_memory.common.listening import AddressError, bind  # lazy: --http only
 
         try:
             http_sock = bind(http, allow_remote)

@@ -1,6 +1,6 @@
 """``--http ADDR``: the SDK's streamable-HTTP endpoint beside stdio.
 
-Covers: client/mcp/http.py client/mcp/direct.py
+Covers: client/mcp/http.py client/mcp/direct.py common/listening.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The page's locks, over plain HTTP: the token, the host check, CSRF on every change.
 
-Covers: ui/security.py ui/app.py ui/server.py ui/__main__.py
+Covers: ui/security.py ui/app.py ui/server.py ui/__main__.py common/listening.py
 """
 
 from __future__ import annotations
