@@ -14,7 +14,8 @@ batch in one transaction (``workers/store/dedup.py``, ``decay.py``). The pieces:
                 dreamed for ``every_s``), and stepping aside when foreground work arrives.
 
 Run by: the dreamer process (``python -m trusty_memory.dreamer --supervised``, started by
-the daemon's supervisor) and ``trusty-memory dream``. May import: ``common`` and the client
-library (``client.sync``); never ``workers``, ``broker``, the MCP front end, the CLI or
-``ui`` (pyproject.toml's import contracts).
+the daemon's supervisor) and ``trusty-memory dream``. May import: ``common`` only (it calls
+the broker through ``common.caller``; a front end that may start the daemon hands in its
+client); never ``client``, ``workers``, ``broker`` or ``ui`` (pyproject.toml's import
+contracts).
 """

@@ -5,8 +5,8 @@ server (``app.py``: Starlette, Jinja2, htmx vendored in ``static/``), loopback-o
 token in the URL and CSRF checks on every change (``security.py``), run by uvicorn
 (``server.py``).
 
-Run by: the ``trusty-memory ui`` process. May import: ``common``, the client library
-(``client.aio``), the MCP front end's loopback http server (``client.mcp.http``), the
-dreamer's one-pass entry (a dry run from the page) and the CLI's human formats; never
-``workers`` or ``broker`` (pyproject.toml's import contracts).
+Run by: the ``trusty-memory ui`` process (``python -m trusty_memory.ui``, which the command
+line becomes). May import: ``common``, the client library (``client.aio``, ``client.sync``)
+and the dreamer's one-pass entry (a dry run from the page); never ``workers`` or ``broker``,
+and nothing imports it back (pyproject.toml's import contracts).
 """
