@@ -63,6 +63,10 @@ class Spec:
     # Params that find stored things by their text: the secrets guard redacts them as
     # the stored text was redacted, so a question holding a secret finds it by its marker.
     lookup_fields: tuple[str, ...] = ()
+    # A write that stores text an agent gave (a drawer, a fact, an import's lines): the
+    # secrets guard (``workers/secrets_guard.py``) must redact it before it is stored, and
+    # ``tests/unit/test_methods.py`` holds the guard's table to exactly these methods.
+    stores_text: bool = False
 
 
 _BROKER = Spec(Answerer.BROKER)
@@ -101,10 +105,16 @@ class Method(enum.StrEnum):
     PALACE_RENAME = "palace_rename", Spec(Answerer.BROKER, m.PalaceRenameParams, moves_palace=True)
 
     # A palace's writer.
-    MEMORY_REMEMBER = "memory_remember", Spec(Answerer.WRITER, m.RememberParams, m.StoredResult)
+    MEMORY_REMEMBER = (
+        "memory_remember",
+        Spec(Answerer.WRITER, m.RememberParams, m.StoredResult, stores_text=True),
+    )
     MEMORY_FORGET = "memory_forget", Spec(Answerer.WRITER, m.ForgetParams, m.ForgetResult)
-    MEMORY_UPDATE = "memory_update", Spec(Answerer.WRITER, m.UpdateParams, m.UpdateResult)
-    KG_ASSERT = "kg_assert", Spec(Answerer.WRITER, m.KgAssertParams)
+    MEMORY_UPDATE = (
+        "memory_update",
+        Spec(Answerer.WRITER, m.UpdateParams, m.UpdateResult, stores_text=True),
+    )
+    KG_ASSERT = "kg_assert", Spec(Answerer.WRITER, m.KgAssertParams, stores_text=True)
     KG_INVALIDATE = (
         "kg_invalidate",
         Spec(
@@ -116,7 +126,7 @@ class Method(enum.StrEnum):
     )
     PALACE_IMPORT = (
         "palace_import",
-        Spec(Answerer.WRITER, m.ImportParams, m.ImportResult, bulk=True),
+        Spec(Answerer.WRITER, m.ImportParams, m.ImportResult, bulk=True, stores_text=True),
     )
     PALACE_HITS = "palace_hits", Spec(Answerer.WRITER, m.PalaceHitsParams, background=True)
     PALACE_SCRUB = "palace_scrub", Spec(Answerer.WRITER, m.ScrubParams, m.ScrubResult)

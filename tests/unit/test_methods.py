@@ -2,7 +2,7 @@
 the tables derived from them agree with them, and no other product module spells a
 method as a bare string.
 
-Covers: common/methods.py
+Covers: common/methods.py workers/secrets_guard.py
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 from trusty_memory.common import methods
 from trusty_memory.common import protocol as p
 from trusty_memory.common.methods import Method
+from trusty_memory.workers import secrets_guard
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("broker", "workers", "dreamer", "client", "common", "ui")
@@ -116,3 +117,11 @@ def test_no_product_module_spells_a_method_as_a_string():
         for hit in _bare_method_strings(path)
     ]
     assert found == []
+
+
+def test_the_secrets_guard_redacts_exactly_the_methods_that_store_text():
+    """A new write that stores an agent's text and has no guard would keep credentials in
+    clear; a guard for a method that stores none is a table out of date."""
+    stores = {m for m in Method if m.spec.stores_text}
+    assert stores == set(secrets_guard._WRITES)
+    assert all(m.spec.answered_by is methods.Answerer.WRITER for m in stores)
