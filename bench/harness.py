@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from trusty_memory.client.daemon import daemon_pid, ping
+from trusty_memory.client.autostart import daemon_pid, ping
 from trusty_memory.client.sync import Client
 from trusty_memory.common.config import Config, load_config
 

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=7200.0)
     args = ap.parse_args(argv)
 
-    from trusty_memory.client.daemon import ping
+    from trusty_memory.client.autostart import ping
     from trusty_memory.client.sync import Client
     from trusty_memory.common import protocol as p
     from trusty_memory.common.config import load_config

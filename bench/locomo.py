@@ -65,7 +65,7 @@ from locomo_data import (
     score,
 )
 
-from trusty_memory.client.daemon import daemon_pid, ping
+from trusty_memory.client.autostart import daemon_pid, ping
 from trusty_memory.client.sync import Client
 from trusty_memory.common.config import load_config
 from trusty_memory.common.protocol import ErrorCode, TrustyError

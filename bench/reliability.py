@@ -54,7 +54,7 @@ import zmq
 from bench import fuzz_cases as fc
 from bench.harness import pct, rss_mb
 from bench.mcp_stdio import INIT, SERVE
-from trusty_memory.client.daemon import daemon_pid, ping
+from trusty_memory.client.autostart import daemon_pid, ping
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
 from trusty_memory.common.config import load_config

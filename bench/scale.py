@@ -51,7 +51,7 @@ try:  # run as a script (bench/ is sys.path[0]) or imported as bench.scale
 except ImportError:
     from bench.harness import rss_mb, summary, worker_pids
 
-from trusty_memory.client.daemon import daemon_pid, ping
+from trusty_memory.client.autostart import daemon_pid, ping
 from trusty_memory.client.sync import Client
 from trusty_memory.common.config import load_config
 

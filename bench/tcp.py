@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from bench.harness import fill, sentence, summary
-from trusty_memory.client.daemon import daemon_pid, ping
+from trusty_memory.client.autostart import daemon_pid, ping
 from trusty_memory.client.sync import Client
 from trusty_memory.common.config import Config, load_config
 

@@ -16,7 +16,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from trusty_memory.client.daemon import ensure_daemon
+from trusty_memory.client.autostart import ensure_daemon
 from trusty_memory.common import protocol as p
 from trusty_memory.common import tracing, transport
 from trusty_memory.common.caller import POLL_SLICE_S, SeqTracker, prepare_params

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trusty_memory.client.daemon import ensure_daemon
+from trusty_memory.client.autostart import ensure_daemon
 from trusty_memory.common import protocol as p
 from trusty_memory.common.caller import Caller
 from trusty_memory.common.config import Config

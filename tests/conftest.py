@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from trusty_memory.client.daemon import daemon_pid, ping
+from trusty_memory.client.autostart import daemon_pid, ping
 from trusty_memory.common.config import Config, load_config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

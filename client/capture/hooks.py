@@ -587,7 +587,7 @@ def wake_up_within(
     ``os._exit``, not wait for it). A local daemon that is not running is started in the
     background (``spawn.start_daemon_behind``; its pid goes in ``record``) and this session
     gets no context: a start takes seconds, and waiting for it would hold the session up."""
-    from trusty_memory.client.daemon import frontend, is_local  # lazy: pyzmq: SessionStart only
+    from trusty_memory.client.autostart import frontend, is_local  # lazy: pyzmq: SessionStart only
 
     config = load_config()
     if is_local(config) and frontend(config) is None:

@@ -185,7 +185,7 @@ def setup(config: Config, progress, clean: bool = False) -> dict[str, Any]:
 
 
 def _daemon(config: Config) -> Check:
-    from trusty_memory.client.daemon import ping  # lazy: pyzmq; doctor only
+    from trusty_memory.client.autostart import ping  # lazy: pyzmq; doctor only
 
     record = live_daemon(config.home)
     if record is None:
@@ -199,7 +199,7 @@ def _daemon(config: Config) -> Check:
 
 def _workers(config: Config) -> Check:
     """Whether palace workers start the cheap way and none is in a crash loop."""
-    from trusty_memory.client.daemon import ping  # lazy: pyzmq; doctor only
+    from trusty_memory.client.autostart import ping  # lazy: pyzmq; doctor only
     from trusty_memory.client.sync import Client  # lazy: pyzmq; doctor only
 
     if live_daemon(config.home) is None or not ping(config, 2.0):

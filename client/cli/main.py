@@ -29,8 +29,8 @@ from trusty_memory.client.cli import (
     kg,
     memory,
     palaces,
+    processes,
     scrub,
-    server,
     service,
     transfer,
 )
@@ -42,7 +42,7 @@ from trusty_memory.common.human import visible
 from trusty_memory.common.protocol import ErrorCode, TrustyError
 
 GROUPS = (
-    server,
+    processes,
     memory,
     palaces,
     kg,

@@ -9,7 +9,7 @@ import sys
 
 from trusty_memory.client.cli.output import output
 from trusty_memory.client.cli.parser import actions, command
-from trusty_memory.client.cli.server import HTTP_LISTEN
+from trusty_memory.client.cli.processes import HTTP_LISTEN
 from trusty_memory.common.config import load_config
 from trusty_memory.common.names import validate_palace_name
 from trusty_memory.common.protocol import ErrorCode, TrustyError

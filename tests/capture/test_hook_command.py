@@ -6,7 +6,7 @@ input makes it do nothing (no process started, nothing read it should not read) 
 still exiting 0 in silence: a hook must never break the agent.
 
 Covers: client/capture/hooks.py client/cli/hooks.py client/capture/mine.py client/capture/wake_up.py
-    client/spawn.py client/daemon.py
+    client/spawn.py client/autostart.py
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def test_a_client_that_asks_while_the_hooks_daemon_starts_waits_for_that_one(fre
     """The race above, without the seconds between: a client asks the instant the hook
     has spawned the daemon (its record not written yet). The start lock went to the
     daemon, so the client waits for it rather than starting a second one."""
-    from trusty_memory.client.daemon import daemon_pid, ensure_daemon
+    from trusty_memory.client.autostart import daemon_pid, ensure_daemon
     from trusty_memory.client.spawn import start_daemon_behind
 
     config = Daemon(fresh_home).config

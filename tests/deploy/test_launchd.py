@@ -208,7 +208,7 @@ def test_the_job_runs_as_launchd_would_start_it(tmp_path):
         proc = subprocess.Popen(job["ProgramArguments"], env=launchd_env, stdout=log,
                                 stderr=log, cwd=job["WorkingDirectory"])  # fmt: skip
         os.close(log)
-        from trusty_memory.client.daemon import ping
+        from trusty_memory.client.autostart import ping
 
         os.environ["TRUSTY_MEMORY_HOME"] = str(home)
         try:

@@ -1,6 +1,6 @@
 """A client started with another home's config starts the daemon of that home.
 
-Covers: client/spawn.py client/daemon.py common/daemon_address.py
+Covers: client/spawn.py client/autostart.py common/daemon_address.py
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``trusty-memory`` command line, as a person or a script uses it: real processes.
 
 Covers: client/cli/main.py client/cli/parser.py client/cli/admin.py client/cli/memory.py
-    client/cli/palaces.py client/cli/kg.py client/cli/server.py broker/status_report.py
+    client/cli/palaces.py client/cli/kg.py client/cli/processes.py broker/status_report.py
     common/__init__.py
 """
 

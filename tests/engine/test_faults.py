@@ -1,6 +1,6 @@
 """Crashes and restarts: nothing acknowledged is lost, nobody has to be restarted by hand.
 
-Covers: broker/supervisor.py broker/broker.py client/sync.py common/caller.py client/daemon.py
+Covers: broker/supervisor.py broker/broker.py client/sync.py common/caller.py client/autostart.py
     common/daemon_address.py workers/writer.py
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Daemon, wait_until
-from trusty_memory.client.daemon import daemon_pid
+from trusty_memory.client.autostart import daemon_pid
 from trusty_memory.client.sync import Client
 from trusty_memory.common.protocol import ErrorCode, TrustyError
 

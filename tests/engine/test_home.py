@@ -4,7 +4,7 @@ The clients here are real ``trusty-memory`` CLI processes, each with its own env
 the way agents' MCP hosts start servers: some with ``XDG_RUNTIME_DIR``, some without, some
 with another runtime dir, one naming the home explicitly. They all share one home.
 
-Covers: common/home.py broker/daemon.py client/daemon.py client/cli/server.py common/names.py
+Covers: common/home.py broker/daemon.py client/autostart.py client/cli/processes.py common/names.py
 """
 
 from __future__ import annotations

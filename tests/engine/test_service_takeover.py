@@ -5,7 +5,7 @@ client's daemon, cleanly, and waits for one started on purpose.
 Real daemons in their own homes; the unit itself needs a running systemd, which these
 tests do not have, so they run its ExecStart's command directly.
 
-Covers: broker/daemon.py broker/__main__.py client/cli/server.py
+Covers: broker/daemon.py broker/__main__.py client/cli/processes.py
 """
 
 from __future__ import annotations

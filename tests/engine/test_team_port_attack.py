@@ -37,7 +37,7 @@ import zmq
 
 from tests.conftest import Daemon, _short_tmp
 from tests.engine.test_tcp import TeamDaemon, cli, free_port
-from trusty_memory.client.daemon import ping
+from trusty_memory.client.autostart import ping
 from trusty_memory.client.sync import Client
 from trusty_memory.common import protocol as p
 from trusty_memory.common import transport

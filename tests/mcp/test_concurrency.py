@@ -3,7 +3,7 @@
 Each session is its own ``serve`` process (as with sixteen agents); they race to start
 the one daemon, remember, and recall. Needs the engine.
 
-Covers: client/mcp/server.py client/mcp/relay.py client/daemon.py
+Covers: client/mcp/server.py client/mcp/relay.py client/autostart.py
 """
 
 from __future__ import annotations

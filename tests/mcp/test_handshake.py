@@ -88,7 +88,7 @@ def test_serve_without_a_palace_starts_no_daemon_until_a_tool_is_called(raw_serv
     # not connect: an agent that never calls a tool leaves no daemon behind.
     from tests.conftest import Daemon
     from tests.mcp.conftest import short_tmp, stop_daemon_in
-    from trusty_memory.client.daemon import daemon_pid
+    from trusty_memory.client.autostart import daemon_pid
 
     home = short_tmp("tmn-")
     try:

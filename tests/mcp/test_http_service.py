@@ -6,7 +6,7 @@ service and exits at once (its pipe to the service's stdin closing with it), a r
 behind the tool calls, and ``serve --http`` beside ``http`` so that their refusals are
 compared byte for byte rather than against what either is believed to say.
 
-Covers: client/mcp/http_service.py client/mcp/http.py client/cli/server.py
+Covers: client/mcp/http_service.py client/mcp/http.py client/cli/processes.py
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ told ``--port 0``; the palaces page gives last activity in one format; the daemo
 says its restarts in words. Checked on the guard, the templates and the command itself,
 with no daemon or browser.
 
-Covers: ui/security.py ui/app.py ui/views.py ui/server.py ui/__main__.py client/cli/server.py
+Covers: ui/security.py ui/app.py ui/views.py ui/server.py ui/__main__.py client/cli/processes.py
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def become(module: str, *args: str) -> int:
 
 
 def cmd_status(args) -> int:
-    from trusty_memory.client.daemon import is_local, reach  # lazy: pyzmq; status only
+    from trusty_memory.client.autostart import is_local, reach  # lazy: pyzmq; status only
 
     config = load_config()
     why = reach(config, 1.0 if is_local(config) else 3.0)
@@ -161,7 +161,7 @@ def cmd_health(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    from trusty_memory.client.daemon import daemon_pid  # lazy: pyzmq; stop only
+    from trusty_memory.client.autostart import daemon_pid  # lazy: pyzmq; stop only
 
     config = load_config()
     # Only the daemon that holds the home's lock, checked by pid *and* start time: a pid
