@@ -1,6 +1,6 @@
-"""A fifth retrieval set: standalone notes asked about in other words.
+"""Retrieval sets of standalone notes asked about in other words (``paraphrase``, ``reworded``).
 
-    .venv/bin/python bench/paraphrase_notes_data.py [--out bench/data/paraphrase_notes.json]
+    .venv/bin/python bench/paraphrase_notes_data.py [--set paraphrase|reworded] [--out PATH]
         [--check]
 
 What a user of a memory does most: an agent noted a fact weeks ago in the project's own
@@ -21,6 +21,13 @@ in the project's room, every note standing alone. The notes and the questions we
 written together, before any ranking rule was measured on this set; it is for judging
 rules, never for choosing them. Deterministic: timestamps come from a fixed seed, and
 ``--check`` says whether the committed file is current.
+
+``reworded`` is a second such set from another hand and other kinds of work (a mobile app,
+an ML ranker, an on-call process, a support desk's contracts, sensor firmware, a docs
+site; 89 notes, some of two or three sentences, 71 questions, some put as a worry or a
+task), authored after the first set's results were known but before any rule was
+measured on it, so that a choice made while one of the two is left out still has its kind
+of question in training. Same generator, its own seed.
 """
 
 from __future__ import annotations
@@ -29,35 +36,64 @@ import argparse
 import json
 import random
 import sys
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eng_notes_data import dumps, write_or_check
 
-SEED = 20261128
-DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "paraphrase_notes.json"
-# The authored set: what a person wrote, as data (generate() adds the times and ids).
-SOURCE = Path(__file__).resolve().parent / "data" / "sources" / "paraphrase_notes.json"
-START = datetime(2026, 3, 2, 10, 12, tzinfo=UTC)
-
-# Each project: the prefix of its note ids, its room, tags, the notes in writing order
-# (each burst a list of notes), and questions as (note number, question). Note numbers
-# count from 1 across the project's bursts.
-PROJECTS: list[dict] = json.loads(SOURCE.read_text(encoding="utf-8"))
+DATA = Path(__file__).resolve().parent / "data"
 
 
-def generate(seed: int = SEED) -> dict:
+@dataclass(frozen=True)
+class NoteSet:
+    """One authored set: its source file (what a person wrote, as data; ``generate`` adds
+    the times and ids), where the generated set goes, its seed and first note's time."""
+
+    name: str
+    seed: int
+    start: datetime
+    question_prefix: str
+
+    @property
+    def source(self) -> Path:
+        return DATA / "sources" / f"{self.name}_notes.json"
+
+    @property
+    def out(self) -> Path:
+        return DATA / f"{self.name}_notes.json"
+
+
+SETS = {
+    "paraphrase": NoteSet("paraphrase", 20261128, datetime(2026, 3, 2, 10, 12, tzinfo=UTC), "p"),
+    "reworded": NoteSet("reworded", 20261129, datetime(2026, 5, 11, 9, 40, tzinfo=UTC), "r"),
+}
+SEED = SETS["paraphrase"].seed
+DEFAULT_OUT = SETS["paraphrase"].out
+
+
+def projects(name: str = "paraphrase") -> list[dict]:
+    """Each project of a set: the prefix of its note ids, its room, tags, the notes in
+    writing order (each burst a list of notes), and questions as (note number, question).
+    Note numbers count from 1 across the project's bursts."""
+    return json.loads(SETS[name].source.read_text(encoding="utf-8"))
+
+
+def generate(seed: int | None = None, name: str = "paraphrase") -> dict:
     """The drawers in writing order and the questions with their gold note ids. Projects
     interleave by burst, as work moves between them: a burst of one, then of another."""
+    spec = SETS[name]
+    seed = spec.seed if seed is None else seed
+    authored = projects(name)
     rng = random.Random(seed)
     drawers: list[dict] = []
     questions: list[dict] = []
-    when = START
-    rounds = max(len(p["bursts"]) for p in PROJECTS)
-    numbers = {p["key"]: 0 for p in PROJECTS}
+    when = spec.start
+    rounds = max(len(p["bursts"]) for p in authored)
+    numbers = {p["key"]: 0 for p in authored}
     for r in range(rounds):
-        order = list(PROJECTS)
+        order = list(authored)
         rng.shuffle(order)
         for project in order:
             if r >= len(project["bursts"]):
@@ -79,22 +115,25 @@ def generate(seed: int = SEED) -> dict:
                     }
                 )
     ids = {d["id"] for d in drawers}
-    for project in PROJECTS:
+    for project in authored:
         for n, question in project["questions"]:
             gold = f"{project['key']}{n:02d}"
             if gold not in ids:
                 raise SystemExit(f"{project['key']}: no note {n} for {question!r}")
-            questions.append({"id": f"p{len(questions):03d}", "question": question,
-                              "category": "paraphrase", "gold": [gold]})  # fmt: skip
-    return {"name": "paraphrase-notes", "seed": seed, "drawers": drawers, "questions": questions}
+            questions.append({"id": f"{spec.question_prefix}{len(questions):03d}",
+                              "question": question, "category": "paraphrase",
+                              "gold": [gold]})  # fmt: skip
+    return {"name": f"{name}-notes", "seed": seed, "drawers": drawers, "questions": questions}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--set", choices=sorted(SETS), default="paraphrase")
+    parser.add_argument("--out", type=Path, help="default: bench/data/<set>_notes.json")
     parser.add_argument("--check", action="store_true", help="exit 1 if --out is not current")
     args = parser.parse_args(argv)
-    return write_or_check(dumps(generate()), args.out, args.check)
+    out = args.out or SETS[args.set].out
+    return write_or_check(dumps(generate(name=args.set)), out, args.check)
 
 
 if __name__ == "__main__":
