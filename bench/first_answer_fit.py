@@ -2,6 +2,7 @@
 leaving each source of questions out in turn.
 
     .venv/bin/python bench/first_answer_fit.py --home DIR [--cases FILE] [--table]
+        [--set retrieval.NAME=VALUE ...]
 
 ``DIR`` is a ``bench/replay.py`` home (the sets stored once through a real daemon). Every
 question of every set is asked as ``memory_recall_deep`` through the product's read path,
@@ -20,7 +21,8 @@ engineering notes' three seeds are one generator, so they leave together. Last, 
 candidate with the best leave-one-source-out mean over every set is named, and when it is
 a model, its weights fitted on every set are printed, to be shipped in ``first_answer.py``
 (so far a rule has won: ``first_answer.vector_wins`` at ``MEANING_FIRST_MARGIN``).
-``--table`` prints the markdown table of BENCHMARKS.md.
+``--table`` prints the markdown table of BENCHMARKS.md; ``--set`` changes a ranking
+constant first, as ``bench/replay.py`` does (the cases are then those of that setting).
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ def margin_rule(margin: float) -> Callable[[list[float]], bool]:
     return rule
 
 
-MARGINS = (0.06, 0.1, 0.15, 0.2, 0.3)  # 0.15: ``ranking.MEANING_FIRST_MARGIN`` as shipped
+MARGINS = (0.06, 0.1, 0.15, 0.2, 0.3)  # 0.2: ``ranking.MEANING_FIRST_MARGIN`` as shipped
 
 
 CANDIDATES = [
@@ -270,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=lm.DEFAULT_DATA)
     parser.add_argument("--cases", type=Path, help="keep the cases here (read if present)")
     parser.add_argument("--table", action="store_true")
+    parser.add_argument("--set", action="append", default=[], metavar="retrieval.NAME=VALUE")
     args = parser.parse_args(argv)
+    replay.apply_sets(args.set)
     args.home = args.home.resolve()
     os.environ["TRUSTY_MEMORY_HOME"] = str(args.home)
     if args.cases and args.cases.exists():

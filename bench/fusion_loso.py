@@ -31,6 +31,7 @@ FOLDS = {
     "history": ("history",),
     "bursts": ("bursts",),
     "paraphrase": ("paraphrase",),
+    "reworded": ("reworded",),
 }
 
 

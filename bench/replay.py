@@ -1,9 +1,9 @@
 """Deep recall replayed in this process on every retrieval set: a quick loop for a ranking rule.
 
     .venv/bin/python bench/replay.py --home DIR
-        [--sets locomo,eng,eng7,eng99,history,bursts,paraphrase]
+        [--sets locomo,eng,eng7,eng99,history,bursts,paraphrase,reworded]
         [--variants after,before,off] [--set retrieval.NAME=VALUE ...] [--out FILE]
-        [--table]
+        [--table] [--time retrieval.NAME=A,B]
 
 A rule is judged through the product (``bench/locomo.py``, ``bench/eng_notes.py``); this
 is how to find which rules are worth that. The first run stores every set through a real
@@ -21,8 +21,9 @@ strict session R@10, top-10 sessions R@10 as ``locomo.py`` counts them), ``eng``
 committed engineering notes), ``eng7`` / ``eng99`` (the same generator, other seeds),
 ``history`` (``history_notes_data.py``: this project's commit messages), ``bursts``
 (``burst_notes_data.py``: notes written in bursts from public changelogs, decision records
-and incident write-ups) and ``paraphrase`` (``paraphrase_notes_data.py``: standalone notes
-of five projects, asked about without their rare words); the last three had their
+and incident write-ups), ``paraphrase`` (``paraphrase_notes_data.py``: standalone notes
+of five projects, asked about without their rare words) and ``reworded`` (the same kind,
+six other projects, another hand); the last four had their
 questions written before any rule was judged on them, and are never to choose a rule with,
 only to check one: R@1 / R@5 / R@10, the share of a question's gold notes among the first
 k. Every set is asked twice, as
@@ -77,7 +78,7 @@ from trusty_memory.workers.store.index import prune_snapshots
 from trusty_memory.workers.store.read import ReadStore
 
 NOTE_SETS = {"eng": None, "eng7": 7, "eng99": 99, "history": "history", "bursts": "bursts",
-             "paraphrase": "paraphrase"}  # fmt: skip
+             "paraphrase": "paraphrase", "reworded": "reworded"}  # fmt: skip
 ALL_SETS = ("locomo", *NOTE_SETS)
 VARIANTS = ("after", "before", "off")
 KS = (1, 5, 10)
@@ -92,8 +93,8 @@ def note_set(name: str) -> dict:
         return json.loads(history_notes_data.DEFAULT_OUT.read_text())
     if seed == "bursts":
         return json.loads(burst_notes_data.DEFAULT_OUT.read_text())
-    if seed == "paraphrase":
-        return json.loads(paraphrase_notes_data.DEFAULT_OUT.read_text())
+    if seed in paraphrase_notes_data.SETS:
+        return json.loads(paraphrase_notes_data.SETS[seed].out.read_text())
     if seed is None:
         return json.loads(eng_notes_data.DEFAULT_OUT.read_text())
     return json.loads(eng_notes_data.dumps(eng_notes_data.generate(seed)))
@@ -286,6 +287,35 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def time_rule(home: Path, sets: list[str], settings, assignment: str, rounds: int = 3) -> None:
+    """Deep recall's time in this process with a ranking constant at each of two values,
+    alternating question by question (the order flipped each round, so drift and warm-up
+    fall on both), over the notes sets of ``sets``: p50 / p99 per value."""
+    target, values = assignment.split("=", 1)
+    name = target.removeprefix("retrieval.")
+    kind = type(getattr(retrieval, name))
+    pair = [kind(v) for v in values.split(",")]
+    times: dict[object, list[float]] = {v: [] for v in pair}
+    for set_name in (s for s in sets if s != "locomo"):
+        meta = json.loads((home / f"{set_name}.json").read_text())
+        store = open_store(home, meta["palace"], settings)
+        asked = list(zip(meta["questions"], np.load(home / f"{set_name}-queries.npy"), strict=True))
+        for q, vec in asked[:20]:  # warm the caches
+            store.recall(q["question"], vec, 10, deep=True, count=False)
+        for r in range(rounds):
+            for q, vec in asked:
+                for value in pair if r % 2 == 0 else pair[::-1]:
+                    setattr(retrieval, name, value)
+                    t0 = time.perf_counter()
+                    store.recall(q["question"], vec, 10, deep=True, count=False)
+                    times[value].append((time.perf_counter() - t0) * 1000)
+        store.close()
+    for value, ms in times.items():
+        ms.sort()
+        print(f"{name}={value}: {len(ms)} deep recalls, p50 {ms[len(ms) // 2]:.3f} ms, "
+              f"p99 {ms[int(len(ms) * 0.99)]:.3f} ms")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--home", type=Path, required=True)
@@ -295,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="assign", action="append", default=[])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--table", action="store_true", help="also print the markdown table")
+    parser.add_argument(
+        "--time", metavar="retrieval.NAME=A,B", help="only time deep recall at A and at B"
+    )
     args = parser.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
     unknown = [s for s in sets if s not in ALL_SETS]
@@ -310,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     load_home(args.home, sets, convs)
     apply_sets(args.assign)
     base = load_config().palace
+    if args.time:
+        time_rule(args.home, sets, dataclasses.replace(base, context_vectors=True), args.time)
+        return 0
     results: dict[str, dict] = {}
     for variant in variants:
         settings = dataclasses.replace(base, context_vectors=variant != "off")

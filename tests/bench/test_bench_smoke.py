@@ -259,6 +259,11 @@ def test_replay_smoke(tmp_path):
     without = json.loads(second.read_text())
     assert without["set"] == ["retrieval.FEEDBACK_WEIGHT=0"]
     assert 0 <= without["results"]["history"]["all"][0] <= 100
+    timed = run_bench("bench/replay.py", "--home", str(home), "--sets", "history",
+                      "--time", "retrieval.ABSENT_TERMS=0,1")  # fmt: skip
+    lines = [line for line in timed.stdout.decode().splitlines() if "deep recalls" in line]
+    assert [line.split(":")[0] for line in lines] == ["ABSENT_TERMS=0", "ABSENT_TERMS=1"]
+    assert all(" 609 deep recalls, p50 " in line for line in lines), lines  # 203 x 3 rounds
 
 
 def test_keyword_search_bench_smoke(tmp_path):
