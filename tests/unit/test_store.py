@@ -888,7 +888,8 @@ def test_deep_recall_answers_first_by_meaning_when_only_the_words_favour_another
 ):
     """Issue 37: a standalone note first by meaning, asked in other words, stays deep
     recall's first answer over a note that holds the question's words but is clearly
-    further by meaning (0.2 of cosine); within the margin the words still decide."""
+    further by meaning (0.25 of cosine); within the margin the words still decide. (The
+    question's words are all held somewhere, so the worded note's BM25 vote is full.)"""
     from trusty_memory.workers.store import ranking
 
     query = fake_embed("how does the billing code keep money")
@@ -902,19 +903,67 @@ def test_deep_recall_answers_first_by_meaning_when_only_the_words_favour_another
               for k in range(100)]  # fmt: skip
     store.remember_batch([(n, fake_embed(n.text)) for n in notes])
     meant = RememberParams(text="Ledger stores amounts as int64 cents", created_at=day.format(5))
-    store.remember_batch([(meant, near_query(0.60, "meant"))])
+    store.remember_batch([(meant, near_query(0.65, "meant"))])
     worded = RememberParams(text="billing code dashboard", created_at=day.format(6))
     store.remember_batch([(worded, near_query(0.40, "worded"))])
 
     def first() -> str:
-        return store.recall("how does the billing code keep money", query, 5, deep=True)[0].content
+        return store.recall("how does the billing code", query, 5, deep=True)[0].content
 
     assert ranking.MEANING_FIRST_MARGIN <= 0.2
     assert first() == meant.text
-    monkeypatch.setattr(ranking, "MEANING_FIRST_MARGIN", 0.25)
+    monkeypatch.setattr(ranking, "MEANING_FIRST_MARGIN", 0.3)
     assert first() == worded.text  # within the margin: the words' evidence decides
     monkeypatch.setattr(ranking, "MEANING_FIRST_MARGIN", -1.0)
     assert first() == worded.text  # off: rank fusion alone
+
+
+def test_a_question_in_other_words_gives_its_one_shared_word_a_partial_vote(store, monkeypatch):
+    """Issue 37: words of the question that no drawer holds are part of its rare-word mass
+    (``ABSENT_TERMS``), so a note sharing only one of the question's words, further in
+    meaning, no longer outvotes the nearest note; without them it would (the share of a
+    mass counted over the one word it holds is all of it)."""
+    from trusty_memory.workers.store import ranking
+
+    question = "which quetzal florin code keeps tallies exact"
+    query = fake_embed(question)
+    day = "2025-06-{:02d}T08:00:00Z"  # a day apart: no episodes
+    fillers = [RememberParams(text=f"unrelated filler {k}", created_at=day.format(1))
+               for k in range(200)]  # fmt: skip
+    store.remember_batch([(n, fake_embed(n.text)) for n in fillers])
+    meant = RememberParams(text="Ledger stores amounts as int64 cents", created_at=day.format(5))
+    store.remember_batch([(meant, at_cosine(query, 0.60, "meant"))])
+    worded = RememberParams(text="the dashboard code", created_at=day.format(6))
+    store.remember_batch([(worded, at_cosine(query, 0.50, "worded"))])
+
+    def first() -> str:
+        return store.recall(question, query, 5, deep=True)[0].content
+
+    assert ranking.ABSENT_TERMS == 1
+    assert first() == meant.text
+    monkeypatch.setattr(ranking, "ABSENT_TERMS", 0)
+    assert first() == worded.text
+
+
+def test_idf_mass_counts_the_words_no_drawer_holds_only_beside_one_that_is_held(monkeypatch):
+    """With no word of the question held there is no BM25 hit to weigh, and the mass stays
+    0; otherwise each absent word adds the idf of a word held by none."""
+    import math
+    from types import SimpleNamespace
+
+    from trusty_memory.workers.store import ranking
+
+    held = {"code": 9}
+    palace = SimpleNamespace(drawer_count=99, term_counts=SimpleNamespace(count=held.get))
+    one = math.log((99 - 9 + 0.5) / 9.5)
+    monkeypatch.setattr(ranking, "ABSENT_TERMS", 1)
+    assert ranking.idf_mass(palace, ["code"]) == pytest.approx(one)
+    assert ranking.idf_mass(palace, ["code", "quetzal"]) == pytest.approx(
+        one + math.log(99.5 / 0.5)
+    )
+    assert ranking.idf_mass(palace, ["quetzal", "florin"]) == 0.0
+    monkeypatch.setattr(ranking, "ABSENT_TERMS", 0)
+    assert ranking.idf_mass(palace, ["code", "quetzal"]) == pytest.approx(one)
 
 
 def test_first_answer_moves_the_vectors_first_only_over_a_clear_margin():

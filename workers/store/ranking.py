@@ -22,7 +22,9 @@ not kept):
   ("The predecessor's words");
 * votes by evidence, not rank alone: the vector's by its cosine's distance from the best,
   a BM25 hit's by the share of the question's idf mass it reaches, and meaning first over
-  a clear margin ("Evidence, not rank alone").
+  a clear margin ("Evidence, not rank alone");
+* that mass counts the question's words no drawer holds too, so a question put in other
+  words gives a note sharing one of its common words a small vote ("Words no drawer holds").
 
 Why the rules live in a document and not here: they are chosen by measurement on sets of
 different sources and held out, and the record of those runs (tables, rejected variants)
@@ -90,14 +92,18 @@ VECTOR_TEMPERATURE = 0.1
 # Where fusion's first drawer was chosen by the words (a full BM25 vote) but the vector's
 # first is at least this much closer in cosine, the vector's first is the first answer
 # (``first_answer.choose``; negative: off). Chosen leaving each set out ("Evidence, not rank
-# alone" in docs/deep-recall.md).
-MEANING_FIRST_MARGIN = 0.15
+# alone" and "Words no drawer holds" in docs/deep-recall.md).
+MEANING_FIRST_MARGIN = 0.2
 # Feedback terms also come from a top drawer with a full BM25 vote (``text_votes``) that the
 # vector ranks low: a drawer that matches the question's words is no incidental echo (turns
 # of a conversation, found through the words they borrowed). 0: only the vector's top ten.
 FEEDBACK_FULL_VOTE = 1
 FEEDBACK_VECTOR_RANK = 10
 EPISODES_CONTINUE = 1
+# 1: a question's words no drawer holds count in ``idf_mass`` at the idf of a word held by
+# none, so a hit on its one common word is a small share of a question put in other words
+# ("Words no drawer holds"; 0: the mass of the words some drawer holds, as it was).
+ABSENT_TERMS = 1
 
 
 def split_terms(
@@ -343,14 +349,22 @@ def vector_votes(scored: Sequence[tuple[int, float]]) -> dict[int, float] | None
 
 def idf_mass(palace: Palace, terms: list[str]) -> float:
     """The BM25 score of a drawer holding every query term once: the sum of their idfs
-    (FTS5's, floored as FTS5 floors it). A hit's score over it is the share of the
-    question's rare-word mass the hit reaches."""
+    (FTS5's, floored as FTS5 floors it; with ``ABSENT_TERMS``, a term no drawer holds at
+    the idf of a term held by none). A hit's score over it is the share of the question's
+    rare-word mass the hit reaches. With no term held there is no hit to weigh: 0."""
     size = max(1, palace.drawer_count)
     ideal = 0.0
+    held_any = False
+    absent = 0
     for term in terms:
         held = palace.term_counts.count(term)
         if held:
+            held_any = True
             ideal += max(1e-6, math.log((size - held + 0.5) / (held + 0.5)))
+        else:
+            absent += 1
+    if ABSENT_TERMS and held_any:
+        ideal += absent * math.log((size + 0.5) / 0.5)
     return ideal
 
 
