@@ -288,14 +288,13 @@ def table(results: dict) -> str:
 
 
 def time_rule(home: Path, sets: list[str], settings, assignment: str, rounds: int = 3) -> None:
-    """Deep recall's time in this process with a ranking constant at each of two values,
-    alternating question by question (the order flipped each round, so drift and warm-up
-    fall on both), over the notes sets of ``sets``: p50 / p99 per value."""
+    """Deep recall's time in this process with a ranking constant at each of two values
+    (``retrieval.NAME=A,B``, each set as ``--set`` sets it), alternating question by question
+    (the order flipped each round, so drift and warm-up fall on both), over the notes sets
+    of ``sets``: p50 / p99 per value."""
     target, values = assignment.split("=", 1)
-    name = target.removeprefix("retrieval.")
-    kind = type(getattr(retrieval, name))
-    pair = [kind(v) for v in values.split(",")]
-    times: dict[object, list[float]] = {v: [] for v in pair}
+    pair = [f"{target}={value}" for value in values.split(",")]
+    times: dict[str, list[float]] = {setting: [] for setting in pair}
     for set_name in (s for s in sets if s != "locomo"):
         meta = json.loads((home / f"{set_name}.json").read_text())
         store = open_store(home, meta["palace"], settings)
@@ -304,16 +303,16 @@ def time_rule(home: Path, sets: list[str], settings, assignment: str, rounds: in
             store.recall(q["question"], vec, 10, deep=True, count=False)
         for r in range(rounds):
             for q, vec in asked:
-                for value in pair if r % 2 == 0 else pair[::-1]:
-                    setattr(retrieval, name, value)
+                for setting in pair if r % 2 == 0 else pair[::-1]:
+                    apply_sets([setting])
                     t0 = time.perf_counter()
                     store.recall(q["question"], vec, 10, deep=True, count=False)
-                    times[value].append((time.perf_counter() - t0) * 1000)
+                    times[setting].append((time.perf_counter() - t0) * 1000)
         store.close()
-    for value, ms in times.items():
+    for setting, ms in times.items():
         ms.sort()
-        print(f"{name}={value}: {len(ms)} deep recalls, p50 {ms[len(ms) // 2]:.3f} ms, "
-              f"p99 {ms[int(len(ms) * 0.99)]:.3f} ms")  # fmt: skip
+        print(f"{setting.removeprefix('retrieval.')}: {len(ms)} deep recalls, "
+              f"p50 {ms[len(ms) // 2]:.3f} ms, p99 {ms[int(len(ms) * 0.99)]:.3f} ms")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
