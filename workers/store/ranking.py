@@ -354,16 +354,14 @@ def idf_mass(palace: Palace, terms: list[str]) -> float:
     rare-word mass the hit reaches. With no term held there is no hit to weigh: 0."""
     size = max(1, palace.drawer_count)
     ideal = 0.0
-    held_any = False
     absent = 0
     for term in terms:
         held = palace.term_counts.count(term)
         if held:
-            held_any = True
             ideal += max(1e-6, math.log((size - held + 0.5) / (held + 0.5)))
         else:
             absent += 1
-    if ABSENT_TERMS and held_any:
+    if ABSENT_TERMS and ideal > 0:  # some term is held: each held one adds at least 1e-6
         ideal += absent * math.log((size + 0.5) / 0.5)
     return ideal
 
