@@ -161,6 +161,7 @@ def _parse(
     if not raw.strip():
         return None, False
     _check_nesting(raw)
+    line: Line | DrawerFields
     try:
         line = _line_decoder.decode(raw)
     except msgspec.ValidationError as exc:

@@ -302,10 +302,15 @@ UNDECODABLE = (msgspec.MsgspecError, RecursionError, ValueError)
 
 
 def reason(exc: Exception) -> str:
+    """Why a frame or params failed to decode, in words that do not change with msgspec's
+    version: up to 0.22 it raised ``UnicodeDecodeError`` for a string that is not UTF-8,
+    from 0.23 a ``DecodeError`` saying "Invalid UTF-8 encoded string"."""
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     if isinstance(exc, UnicodeDecodeError):
         return f"a string is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, msgspec.DecodeError) and "utf-8" in str(exc).lower():
+        return "a string is not valid UTF-8"
     return str(exc)
 
 
