@@ -5,7 +5,8 @@ sessions (threads, each its own connection) remember and recall in that palace a
 steady pace, first alone for ``--seconds``, then again while ``trusty-memory mine`` files
 a generated Claude Code transcript of ``--exchanges`` exchanges into the same palace (or
 ``--mine-palace``). Prints one JSON line: p50/p99 of each operation in both phases, the
-p99 ratio (mining / alone), and mining's own rate while the sessions ran.
+p99 ratio (mining / alone), mining's own rate while the sessions ran, and the CPU the
+``mine`` process itself used.
 
     .venv/bin/python -m bench.mine_under_load --exchanges 3000 --seconds 30
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -113,6 +115,9 @@ def main() -> None:
         still_mining = miner.poll() is None
         out, _ = miner.communicate(timeout=3600)
         mined_s = time.monotonic() - t0
+        # The miner is this process's only child: its own CPU (parsing, encoding, sending)
+        # is what it takes from the sessions beside the daemon's bulk lane and writer.
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
         stored = json.loads(out)["stored"] if out.strip() else 0
     print(
         json.dumps(
@@ -130,6 +135,7 @@ def main() -> None:
                 "mine_ran_through_window": still_mining,
                 "mine_s": round(mined_s, 1),
                 "mine_per_s": round(stored / mined_s, 1),
+                "mine_cpu_s": round(used.ru_utime + used.ru_stime, 1),
                 "load": os.getloadavg()[0],
             }
         )
