@@ -74,7 +74,17 @@ UTF8_BOM = b"\xef\xbb\xbf"
 
 _line_decoder = msgspec.json.Decoder(Line)
 _untyped_decoder = msgspec.json.Decoder(DrawerFields)
-_NO_TYPE = "Object missing required field `type`"
+
+
+class _TypeProbe(msgspec.Struct):
+    """Whether a line names its ``type`` at all (other fields are ignored): asked of the
+    line itself, not read from msgspec's wording of the error, which changes between
+    releases."""
+
+    type: object = msgspec.UNSET
+
+
+_type_probe = msgspec.json.Decoder(_TypeProbe)
 
 
 @dataclass
@@ -165,7 +175,7 @@ def _parse(
     try:
         line = _line_decoder.decode(raw)
     except msgspec.ValidationError as exc:
-        if str(exc) != _NO_TYPE:
+        if not _names_no_type(raw):
             raise ValueError(str(exc)) from None
         line = _untyped(raw)  # no "type": a drawer, as a file written by hand has them
     except msgspec.DecodeError as exc:
@@ -215,6 +225,15 @@ def _id_of(drawer: ImportDrawer) -> str:
     it when the line names none), though the wire type lets a sender leave it out."""
     assert drawer.drawer_id is not None, "a parsed drawer always has its id"
     return drawer.drawer_id
+
+
+def _names_no_type(raw: bytes) -> bool:
+    """True for a JSON object without a ``type`` key (a drawer, as hand-written files have
+    them); False for one that names a type, and for any other JSON value."""
+    try:
+        return _type_probe.decode(raw).type is msgspec.UNSET
+    except msgspec.ValidationError:
+        return False
 
 
 def _untyped(raw: bytes) -> DrawerFields:
