@@ -59,10 +59,12 @@ BATCH_SIZE = 100  # exchanges embedded in one bulk-lane call
 # Drawers per palace_import: with vectors given, a transaction of 100 held the palace's
 # writer (and every remember and recall queued behind it) 120-190 ms under load; 10 hold
 # it ~16 ms (10 of them hnswlib inserting the vectors), 4 about 7. A recall that arrives
-# during an import waits for the rest of it: that wait is most of the sessions' p99 while
-# mining (bench/mine_under_load.py, recall p99 medians of 5-6 runs: 24.8 ms at 10, 15.8
-# at 4), and the extra commits cost mining nothing measurable (29.6 / 28.8 against 29.0
-# exchanges/s), since the model, not the writer, sets its pace.
+# during an import waits for the rest of it (bench/mine_under_load.py, recall p99 medians
+# of 5-6 runs: 24.8 ms at 10, 15.8 at 4), and the extra commits cost mining nothing
+# measurable (29.6 / 28.8 against 29.0 exchanges/s), since the model, not the writer, sets
+# its pace. One drawer per import did not lower that p99 further (four alternating runs
+# each: median 34.0 against 33.9 ms), so below 4 the import's length is not what the
+# slow recalls wait for (BENCHMARKS.md, "Mining beside 16 sessions").
 IMPORT_SLICE = 4
 MAX_LINE = 8 * 1024 * 1024  # one transcript line; a pasted file can be megabytes
 MAX_WHOLE_FILE = 512 * 1024 * 1024  # an export or a note read at once
