@@ -115,8 +115,9 @@ def main() -> None:
         still_mining = miner.poll() is None
         out, _ = miner.communicate(timeout=3600)
         mined_s = time.monotonic() - t0
-        # The miner is this process's only child: its own CPU (parsing, encoding, sending)
-        # is what it takes from the sessions beside the daemon's bulk lane and writer.
+        # The miner is the only child waited for by now (the daemon still runs): its own
+        # CPU (parsing, encoding, sending) is what it takes from the sessions beside the
+        # daemon's bulk lane and writer.
         used = resource.getrusage(resource.RUSAGE_CHILDREN)
         stored = json.loads(out)["stored"] if out.strip() else 0
     print(

@@ -72,8 +72,9 @@ def test_deeply_nested_frames_are_malformed_not_recursion_errors():
 
 
 def test_strings_that_are_not_utf8_are_malformed_not_unicode_errors():
-    """msgspec raises UnicodeDecodeError (not its DecodeError) for such a string: the
-    broker answered nothing, and a palace worker died on a request's params."""
+    """msgspec up to 0.22 raised UnicodeDecodeError (not its DecodeError) for such a
+    string: the broker answered nothing, and a palace worker died on a request's params.
+    0.23 raises DecodeError; the message names the cause the same way for both."""
     _, frame = p.encode_request("memory_list", palace="@@", id="r-utf8")
     with pytest.raises(p.TrustyError) as err:
         p.decode_request(frame.replace(b"\xa2@@", b"\xa2\xc3\x28"))
