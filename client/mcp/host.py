@@ -7,7 +7,9 @@ reconnects). Eight sessions used to cost eight copies of the SDK.
 
 It listens on a Unix socket in the daemon's private run directory (recorded in the home's
 ``daemon.json`` as ``mcp``), accepts connections from the same user only, and runs one
-SDK session per connection. A connection starts with the relay's hello line
+SDK session per connection. The SDK itself is loaded after start-up (``mcp/early_calls.py``):
+until then a plain ``tools/call`` is answered without it, the same bytes, so a cold start's
+first call does not wait for its 1.5 CPU-seconds of import. A connection starts with the relay's hello line
 (``{"palace", "tools", "initialize", "initialized", "handshake_id"}``): the host creates
 the session with that ``--palace`` default and tool set and replays the client's
 handshake into it under the relay's ``handshake_id``, dropping the SDK's answers to that
@@ -46,6 +48,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from trusty_memory.client.aio import AsyncClient
+from trusty_memory.client.mcp.early_calls import EarlyCalls, SdkLoader
 from trusty_memory.client.mcp.lines import (
     READ_CHUNK,
     Line,
@@ -90,6 +93,7 @@ class Host:
         self.client = AsyncClient(config)
         self.limits = configured_limits(config)
         self.sessions = 0
+        self.sdk = SdkLoader(log)  # the SDK, loaded after start-up (mcp/early_calls.py)
         self.server: asyncio.AbstractServer | None = None
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -152,16 +156,31 @@ class Host:
                 return  # the replayed handshake: the client already has its answer
             writer.write(self.fitted(message, label))
 
-        server = build_server(front, __version__)
-        session = SdkSession(server, send, self.log, SDK_BUFFER, traces=front.traces)
-        if hello.get("initialize") is not None:
-            session.feed(
-                {"jsonrpc": "2.0", "id": handshake_id, "method": "initialize",
-                 "params": hello["initialize"]}
-            )  # fmt: skip
-        if hello.get("initialized"):
-            session.feed({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        running = asyncio.create_task(session.run())
+        early: EarlyCalls | None = None
+        if not self.sdk.ready.is_set():  # the first answers go out before the SDK loads
+            early = EarlyCalls(front, hello, send, self.sdk)
+        session: SdkSession | None = None
+        running: asyncio.Task[None] | None = None
+
+        def sdk_session() -> SdkSession:
+            nonlocal session, running
+            if session is None:
+                session = SdkSession(
+                    build_server(front, __version__), send, self.log, SDK_BUFFER, front.traces
+                )
+                init = early.init_params if early else hello.get("initialize")
+                if init is not None:
+                    session.feed(
+                        {"jsonrpc": "2.0", "id": handshake_id, "method": "initialize",
+                         "params": init}
+                    )  # fmt: skip
+                if early.initialized if early else hello.get("initialized"):
+                    session.feed({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                running = asyncio.create_task(session.run())
+            return session
+
+        if early is None:
+            sdk_session()
         front.start_background()
         try:
             async for line in lines:
@@ -172,7 +191,13 @@ class Host:
                     trace_request(front.traces, message, started)
                 if message is not None:
                     waiting.asked(message)
-                    await session.put(message)  # waits while SDK_BUFFER messages wait
+                    if early is not None and early.take(message):
+                        pass  # answered (or being answered) without the SDK
+                    else:
+                        if not self.sdk.ready.is_set():
+                            self.sdk.want()
+                            await self.sdk.ready.wait()  # later lines wait in the socket
+                        await sdk_session().put(message)  # waits while SDK_BUFFER wait
                 await waiting.room()  # fewer than MAX_PENDING requests unanswered
                 try:
                     await writer.drain()  # the relay reads what we answered
@@ -181,9 +206,13 @@ class Host:
         finally:
             # The relay has gone (its client closed stdin and every answer it waited for
             # came back, or it died): nobody is left to answer.
-            await session.close_input()
-            running.cancel()
-            await asyncio.gather(running, return_exceptions=True)
+            if early is not None:
+                early.close()
+            if session is not None:
+                await session.close_input()
+            if running is not None:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
             await front.close()
 
     def fitted(self, message: dict[str, Any], label: str) -> bytes:
@@ -319,12 +348,7 @@ def same_user(sock: socket.socket | None) -> bool:
 async def main_async() -> int:
     log = setup_logging("mcp-host", default_level="info")
     host = Host(load_config(), log)
-    import mcp.server.lowlevel  # noqa: F401  (the SDK, loaded before the first session)
-
-    # Start-up's objects (the SDK, pydantic's schemas) live as long as we do: out of the
-    # collector's sight, a full collection no longer stalls a session's request on them.
-    gc.collect()
-    gc.freeze()
+    host.sdk.want_later()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -17,6 +17,7 @@ import json
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from trusty_memory.client.mcp.stdio import (
@@ -130,6 +131,41 @@ class FrontEnd:
         return result
 
 
+@dataclass(frozen=True)
+class ToolAnswer:
+    """How a ``tools/call`` is answered, before any SDK type: the handler the SDK runs and
+    the host's answers while the SDK loads (``mcp/early_calls.py``) both shape this, so
+    what a tool says and how its failure reads are decided once.
+
+    ``structured``: the tool's result (sent as ``structuredContent`` and as ``text``, its
+    JSON); None for a failure. ``code``: a JSON-RPC error with ``text`` as its message;
+    0 with no result is a failure the model reads (``isError``)."""
+
+    text: str
+    structured: dict[str, Any] | None = None
+    code: int = 0
+
+
+async def tool_answer(
+    front: FrontEnd, name: str, arguments: dict[str, Any] | None, current: bool
+) -> ToolAnswer:
+    """Run one tool and say how to answer it, by the revision the session negotiated
+    (``stdio.spec_tool_errors``): the contract's -32603 for 2024-11-05 and 2025-03-26;
+    for 2025-06-18 and later a tool's own failure is a result the model reads (``isError``,
+    the message as text, no ``structuredContent``) and an unknown tool is -32602. The
+    message is the same either way."""
+    try:
+        result = await front.call_tool(name, arguments, current)
+    except UnknownTool as exc:
+        return ToolAnswer(exc.message, code=INVALID_PARAMS if current else INTERNAL_ERROR)
+    except ToolError as exc:
+        return ToolAnswer(exc.message, code=0 if current else INTERNAL_ERROR)
+    except Exception as exc:  # a bug or a broken daemon reply: say so, keep serving
+        front.log.exception("tool call failed", tool=name)
+        return ToolAnswer(f"{name}: internal error: {exc}", code=INTERNAL_ERROR)
+    return ToolAnswer(json.dumps(result, ensure_ascii=False), structured=result)
+
+
 def build_server(front: FrontEnd, version: str) -> Any:
     """The SDK's low-level ``Server`` with the session's tool set (and, extended, the
     resources)."""
@@ -145,12 +181,9 @@ def build_server(front: FrontEnd, version: str) -> Any:
         return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        # Errors by the revision the session negotiated (stdio.spec_tool_errors): the
-        # contract's -32603 for 2024-11-05 and 2025-03-26; for 2025-06-18 and later a
-        # tool's own failure is a result the model reads (isError, the message as text,
-        # no structuredContent) and an unknown tool is -32602. The message is the same.
-        # A relayed session has the client's own handshake replayed into it (mcp/host.py),
-        # so its version is the client's here too.
+        # Errors by the revision the session negotiated (see tool_answer). A relayed
+        # session has the client's own handshake replayed into it (mcp/host.py), so its
+        # version is the client's here too.
         current = spec_tool_errors(ctx.protocol_version)
         if tracing.ON and (trace := front.traces.get(id_key(ctx.request_id), "")):
             tracing.since(trace, "sdk_in", "host.sdk.dispatch")
@@ -171,23 +204,13 @@ def build_server(front: FrontEnd, version: str) -> Any:
         return result
 
     async def call(params: types.CallToolRequestParams, current: bool) -> types.CallToolResult:
-        try:
-            result = await front.call_tool(params.name, params.arguments, current)
-        except UnknownTool as exc:
-            raise MCPError(INVALID_PARAMS if current else INTERNAL_ERROR, exc.message) from None
-        except ToolError as exc:
-            if not current:
-                raise MCPError(INTERNAL_ERROR, exc.message) from None
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=exc.message)], is_error=True
-            )
-        except Exception as exc:  # a bug or a broken daemon reply: say so, keep serving
-            front.log.exception("tool call failed", tool=params.name)
-            raise MCPError(INTERNAL_ERROR, f"{params.name}: internal error: {exc}") from None
-        text = json.dumps(result, ensure_ascii=False)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], structured_content=result
-        )
+        answer = await tool_answer(front, params.name, params.arguments, current)
+        if answer.code:
+            raise MCPError(answer.code, answer.text)
+        content: list[types.ContentBlock] = [types.TextContent(type="text", text=answer.text)]
+        if answer.structured is None:  # fields left unset stay out of the answer
+            return types.CallToolResult(content=content, is_error=True)
+        return types.CallToolResult(content=content, structured_content=answer.structured)
 
     resources: dict[str, Any] = {}
     if front.tools == "extended":
