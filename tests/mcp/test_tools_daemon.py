@@ -25,6 +25,7 @@ from tests.mcp.conftest import (
     stop_daemon_in,
     tool_error,
     tool_json,
+    wait_for,
 )
 from trusty_memory.client.sync import Client
 
@@ -295,9 +296,13 @@ def test_the_mcp_host_holds_the_sdk_but_not_the_model(home):
     with Client(Daemon(home).config) as c:
         host_pid = c.status()["mcp_host_pid"]
     assert host_pid
-    maps = Path(f"/proc/{host_pid}/maps").read_text()
-    assert "pydantic_core" in maps  # the SDK's validation runs here
-    assert "libtorch" not in maps and "onnxruntime" not in maps
+
+    def maps() -> str:
+        return Path(f"/proc/{host_pid}/maps").read_text()
+
+    # the SDK's validation runs here, loaded after start-up (mcp/early_calls.py)
+    assert wait_for(lambda: "pydantic_core" in maps(), 60)
+    assert "libtorch" not in maps() and "onnxruntime" not in maps()
 
 
 def test_autostart_in_a_fresh_home_answers_initialize_at_once():
