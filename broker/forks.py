@@ -101,6 +101,7 @@ class Template:
         self.proc: subprocess.Popen | None = None
         self.generation = 0  # which template: a new one for every start
         self.ready = False
+        self.started_at = 0.0  # monotonic, when this template was launched
         self.exits: dict[int, int] = {}  # pid -> exit code, reported and not yet polled
         self.threads: int | None = None  # the template's threads when it said it was ready
         self.thread_names: list[str] = []
@@ -117,6 +118,7 @@ class Template:
             return
         self.close()
         self.generation += 1
+        self.started_at = time.monotonic()
         self.proc = proc = subprocess.Popen(
             module_command("trusty_memory.workers.template"),
             stdin=subprocess.PIPE,
@@ -127,6 +129,11 @@ class Template:
         assert proc.stdout is not None  # stdout=PIPE
         os.set_blocking(proc.stdout.fileno(), False)
         self.log.info("worker template started", template_pid=proc.pid)
+
+    def starting(self, within_s: float) -> bool:
+        """Launched less than ``within_s`` ago, alive, and not ready yet."""
+        self.collect()
+        return not self.ready and self.alive() and time.monotonic() - self.started_at < within_s
 
     def spawn(self, argv: list[str]) -> ForkedProcess:
         """Fork a worker; raises ``TemplateUnavailable`` at once if the template is not ready."""

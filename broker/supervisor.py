@@ -34,6 +34,12 @@ from trusty_memory.common.launch import module_args, module_command
 
 QUICK_CRASH_S = 30.0  # a child that dies sooner than this counts toward back-off
 YOUNG_FORK_DEATHS = 2  # forked workers dead before their first answer, in a row: stop forking
+# A palace worker asked for while the template is still starting waits for it, this long
+# at most, rather than start afresh: a fresh interpreter's imports cost ~0.6 CPU-seconds,
+# which on a small machine a cold start's first answer waited behind (the template is
+# ready within a second or two of the daemon's start; a fork then takes milliseconds).
+TEMPLATE_WAIT_S = 10.0
+TEMPLATE_POLL_S = 0.05
 CRASHES_KEPT = 1000  # (service, slot) crash records kept, the least recent dropped first
 
 
@@ -167,6 +173,9 @@ class Supervisor:
         )
 
     def _spawn(self, child: Child) -> None:
+        if self._template_starting(child):
+            child.restart_at = time.monotonic() + TEMPLATE_POLL_S  # tried again then
+            return
         forked = self._fork(child)
         child.popen = forked or subprocess.Popen(
             child.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True
@@ -180,6 +189,13 @@ class Supervisor:
         child.killed_why = None
         child.starts += 1
         self.log.info("spawned", service=child.service, slot=child.slot, child_pid=child.pid)
+
+    def _template_starting(self, child: Child) -> bool:
+        """Whether ``child``, a palace worker, should wait for the template to be ready
+        (see ``TEMPLATE_WAIT_S``) rather than start afresh now."""
+        if self.template is None or not child.service.startswith(p.PALACE_SERVICE_PREFIX):
+            return False
+        return self.fork_off_reason is None and self.template.starting(TEMPLATE_WAIT_S)
 
     def _fork(self, child: Child) -> ForkedProcess | None:
         """A palace worker forked from the template, or None to start it the usual way."""

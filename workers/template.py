@@ -59,6 +59,8 @@ PARENT_CHECK_S = 1.0
 # Test-only: a thread started in the template once it is ready (a fork must be refused).
 # ``home.CRASH_TEST_ENV`` is the other test-only switch a forked child reads.
 TEMPLATE_THREAD_ENV = "TRUSTY_MEMORY_TEST_TEMPLATE_THREAD"
+# Test-only: seconds the template sleeps before it prepares (a slow start, made certain).
+TEMPLATE_DELAY_ENV = "TRUSTY_MEMORY_TEST_TEMPLATE_DELAY_S"
 
 
 def threads() -> tuple[int, list[str]]:
@@ -160,6 +162,8 @@ def main() -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the daemon
+    if delay := os.environ.get(TEMPLATE_DELAY_ENV):
+        time.sleep(float(delay))
     preload()
     warm()
     gc.freeze()
