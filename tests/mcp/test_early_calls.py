@@ -120,11 +120,20 @@ def test_early_answers_are_the_sdks_byte_for_byte(version):
 
 
 def test_string_ids_and_unicode_match_too():
+    """Odd ids and hostile text: a string id, a huge integer id, a lone surrogate, nested
+    arguments where a string belongs."""
+    cases = [
+        ("req-ü", {"name": "memory_recall", "arguments": {"palace": "p", "query": "🔑"}}),
+        (10**20, {"name": "memory_recall", "arguments": {"palace": "p", "query": "q"}}),
+        (-1, {"name": "memory_remember", "arguments": {"palace": "p", "text": "a \ud800 b"}}),
+        (2, {"name": "memory_remember", "arguments": {"palace": "p", "text": [[[{"x": 1}]]]}}),
+    ]
+
     async def go() -> None:
-        params = {"name": "memory_recall", "arguments": {"palace": "p", "query": "🔑"}}
         for version in ("2024-11-05", "2025-11-25"):
-            early, sdk = await _both(version, params, "req-ü")  # type: ignore[arg-type]
-            assert early == sdk
+            for rid, params in cases:
+                early, sdk = await _both(version, params, rid)  # type: ignore[arg-type]
+                assert early == sdk, (rid, params)
 
     asyncio.run(go())
 
