@@ -7,8 +7,8 @@ answer followed their sum (ours 5.0 CPU-seconds against MemPalace's 2.8). The ho
 listens before it loads the SDK (:class:`SdkLoader`) and answers the only kind of message
 a first call is, a plain ``tools/call``, itself (:class:`EarlyCalls`). The SDK is loaded on
 a thread :data:`LOAD_AFTER_S` after the host starts, once no call is being answered here
-(so it never competes with a cold start's first answer for the CPU), or at once when a
-message needs it.
+(so it never competes with a cold start's first answer for the CPU) or, under calls that
+never pause, :data:`LOAD_BY_S` after it starts; at once when a message needs it.
 
 Only the envelope is written here. What a tool does and how its failure reads is
 ``session.tool_answer``, which the SDK's handler runs too, and a test holds the two answers
@@ -37,6 +37,7 @@ from trusty_memory.client.mcp.stdio import (
 LOAD_AFTER_S = 10.0  # the SDK loads this long after the host starts (unless needed sooner)
 REQUEST_MEMBERS = {"jsonrpc", "id", "method", "params"}
 QUIET_POLL_S = 0.2  # past that, while calls are answered here: how often to look again
+LOAD_BY_S = 30.0  # and at the latest this long after start, calls in flight or not
 
 
 def plain_call(message: dict[str, Any]) -> bool:
@@ -174,12 +175,16 @@ class SdkLoader:
         self.early_answers = 0  # calls answered without it so far
         self._thread: threading.Thread | None = None
 
-    def want_later(self, seconds: float = LOAD_AFTER_S) -> None:
-        asyncio.get_running_loop().call_later(seconds, self._when_quiet)
+    def want_later(self, seconds: float = LOAD_AFTER_S, by: float = LOAD_BY_S) -> None:
+        """Load the SDK ``seconds`` from now once no early call is in flight, and ``by``
+        seconds from now whatever is."""
+        loop = asyncio.get_running_loop()
+        loop.call_later(seconds, self._when_quiet, loop.time() + max(by, seconds))
 
-    def _when_quiet(self) -> None:
-        if self.inflight:
-            asyncio.get_running_loop().call_later(QUIET_POLL_S, self._when_quiet)
+    def _when_quiet(self, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        if self.inflight and loop.time() < deadline:
+            loop.call_later(QUIET_POLL_S, self._when_quiet, deadline)
         else:
             self.want()
 

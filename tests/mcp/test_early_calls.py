@@ -220,6 +220,22 @@ def test_the_sdk_loads_after_start_up_once_no_early_call_is_in_flight():
     asyncio.run(go())
 
 
+def test_calls_that_never_pause_do_not_keep_the_sdk_out():
+    """16 sessions' steady calls may never leave the host without one in flight: past
+    its deadline the SDK loads anyway."""
+
+    async def go() -> None:
+        loader = SdkLoader(_QuietLog())
+        loader.inflight = 3
+        loader.want_later(0.01, by=0.3)
+        await asyncio.sleep(0.1)
+        assert loader._thread is None
+        await asyncio.wait_for(loader.ready.wait(), 30)
+        assert loader.inflight == 3
+
+    asyncio.run(go())
+
+
 def test_answers_keep_their_json_text():
     """The text content is the structured result's JSON (non-ASCII as is)."""
 
