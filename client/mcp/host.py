@@ -7,9 +7,10 @@ reconnects). Eight sessions used to cost eight copies of the SDK.
 
 It listens on a Unix socket in the daemon's private run directory (recorded in the home's
 ``daemon.json`` as ``mcp``), accepts connections from the same user only, and runs one
-SDK session per connection. The SDK itself is loaded after start-up (``mcp/early_calls.py``):
-until then a plain ``tools/call`` is answered without it, the same bytes, so a cold start's
-first call does not wait for its 1.5 CPU-seconds of import. A connection starts with the relay's hello line
+SDK session per connection. The SDK itself is loaded after start-up
+(``mcp/early_calls.py``): until then a plain ``tools/call`` is answered without it, the
+same bytes, so a cold start's first call does not wait for its 1.5 CPU-seconds of import.
+A connection starts with the relay's hello line
 (``{"palace", "tools", "initialize", "initialized", "handshake_id"}``): the host creates
 the session with that ``--palace`` default and tool set and replays the client's
 handshake into it under the relay's ``handshake_id``, dropping the SDK's answers to that
