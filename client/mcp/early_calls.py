@@ -103,7 +103,6 @@ class EarlyCalls:
         init = hello.get("initialize")
         self.init_params: dict[str, Any] | None = init if isinstance(init, dict) else None
         self.initialized = bool(hello.get("initialized"))
-        self.answered = 0
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def version(self) -> str | None:
@@ -156,7 +155,6 @@ class EarlyCalls:
         reply = await early_answer(self.front, message, version)
         self.send(reply)
         self.front.log.debug("answered before the sdk loaded", tool=message["params"]["name"])
-        self.answered += 1
         self.loader.early_answers += 1
 
     def close(self) -> None:

@@ -170,7 +170,8 @@ def test_a_session_not_yet_initialised_waits_for_the_sdk():
         front = FrontEnd(None, _QuietLog(), client=ScriptedDaemon(REPLIES))
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": LIST}
         hello = {"palace": None, "initialize": None, "initialized": False, "handshake_id": "hs"}
-        early = EarlyCalls(front, hello, sent.append, SdkLoader(_QuietLog()))
+        loader = SdkLoader(_QuietLog())
+        early = EarlyCalls(front, hello, sent.append, loader)
         assert not early.take(call)  # no handshake yet
         init = {"jsonrpc": "2.0", "id": "hs", "method": "initialize", "params": _init("2025-06-18")}
         assert early.take(init)
@@ -179,7 +180,7 @@ def test_a_session_not_yet_initialised_waits_for_the_sdk():
         assert early.take(call)
         await asyncio.sleep(0.05)
         assert sent and sent[0]["result"]["structuredContent"] == {"palaces": ["notes", "work"]}
-        assert early.answered == 1
+        assert loader.early_answers == 1 and loader.inflight == 0
 
     asyncio.run(go())
 
