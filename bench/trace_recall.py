@@ -58,6 +58,7 @@ SPAN_ORDER = [
     "relay.in",
     "host.decode",
     "host.sdk.dispatch",
+    "host.dispatch",
     "host.handler",
     "host.daemon.encode",
     "host.daemon.send",

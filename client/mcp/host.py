@@ -6,10 +6,12 @@ and the daemon client live here, in one process the daemon supervises like the d
 reconnects). Eight sessions used to cost eight copies of the SDK.
 
 It listens on a Unix socket in the daemon's private run directory (recorded in the home's
-``daemon.json`` as ``mcp``), accepts connections from the same user only, and runs one
-SDK session per connection. The SDK itself is loaded after start-up
-(``mcp/early_calls.py``): until then a plain ``tools/call`` is answered without it, the
-same bytes, so a cold start's first call does not wait for its 1.5 CPU-seconds of import.
+``daemon.json`` as ``mcp``), accepts connections from the same user only, and serves each
+connection as one session. A plain ``tools/call`` is answered without the SDK, the same
+bytes (``mcp/plain_calls.py``): so a cold start's first call does not wait for the SDK's
+1.5 CPU-seconds of import (it loads after start-up), and no call pays for the SDK's
+models. Every other message goes to the session's SDK session, created when the first
+such message comes.
 A connection starts with the relay's hello line
 (``{"palace", "tools", "initialize", "initialized", "handshake_id"}``): the host creates
 the session with that ``--palace`` default and tool set and replays the client's
@@ -49,7 +51,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from trusty_memory.client.aio import AsyncClient
-from trusty_memory.client.mcp.early_calls import EarlyCalls, SdkLoader
 from trusty_memory.client.mcp.lines import (
     READ_CHUNK,
     Line,
@@ -58,6 +59,7 @@ from trusty_memory.client.mcp.lines import (
     configured_limits,
     salvage,
 )
+from trusty_memory.client.mcp.plain_calls import PlainCalls, SdkLoader
 from trusty_memory.client.mcp.session import FrontEnd, SdkSession, build_server
 from trusty_memory.client.mcp.stdio import (
     INTERNAL_ERROR,
@@ -94,7 +96,7 @@ class Host:
         self.client = AsyncClient(config)
         self.limits = configured_limits(config)
         self.sessions = 0
-        self.sdk = SdkLoader(log)  # the SDK, loaded after start-up (mcp/early_calls.py)
+        self.sdk = SdkLoader(log)  # the SDK, loaded after start-up (mcp/plain_calls.py)
         self.server: asyncio.AbstractServer | None = None
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -157,9 +159,7 @@ class Host:
                 return  # the replayed handshake: the client already has its answer
             writer.write(self.fitted(message, label))
 
-        early: EarlyCalls | None = None
-        if not self.sdk.ready.is_set():  # the first answers go out before the SDK loads
-            early = EarlyCalls(front, hello, send, self.sdk)
+        plain = PlainCalls(front, hello, send, self.sdk)
         session: SdkSession | None = None
         running: asyncio.Task[None] | None = None
 
@@ -169,19 +169,17 @@ class Host:
                 session = SdkSession(
                     build_server(front, __version__), send, self.log, SDK_BUFFER, front.traces
                 )
-                init = early.init_params if early else hello.get("initialize")
-                if init is not None:
+                if plain.init_params is not None:
                     session.feed(
                         {"jsonrpc": "2.0", "id": handshake_id, "method": "initialize",
-                         "params": init}
+                         "params": plain.init_params}
                     )  # fmt: skip
-                if early.initialized if early else hello.get("initialized"):
+                if plain.initialized:
                     session.feed({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                plain.sdk_open = True
                 running = asyncio.create_task(session.run())
             return session
 
-        if early is None:
-            sdk_session()
         front.start_background()
         try:
             async for line in lines:
@@ -191,8 +189,9 @@ class Host:
                 if tracing.ON and message is not None:
                     trace_request(front.traces, message, started)
                 if message is not None:
+                    in_use = waiting.has(message)
                     waiting.asked(message)
-                    if early is not None and early.take(message):
+                    if plain.take(message, in_use):
                         pass  # answered (or being answered) without the SDK
                     else:
                         if not self.sdk.ready.is_set():
@@ -207,8 +206,7 @@ class Host:
         finally:
             # The relay has gone (its client closed stdin and every answer it waited for
             # came back, or it died): nobody is left to answer.
-            if early is not None:
-                early.close()
+            plain.close()
             if session is not None:
                 await session.close_input()
             if running is not None:
@@ -248,8 +246,9 @@ class Host:
 
 
 def trace_request(traces: dict[str, str], message: dict[str, Any], started: int) -> None:
-    """A traced ``tools/call`` (tracing on): note its trace id for the SDK's handler and
-    the answer, record the line's decoding, and mark its hand-over to the SDK."""
+    """A traced ``tools/call`` (tracing on): note its trace id for whichever answers it
+    (the plain path or the SDK's handler), record the line's decoding, and mark its
+    hand-over."""
     if message.get("method") != "tools/call" or "id" not in message:
         return
     trace = tracing.of_meta(message.get("params"))
@@ -282,6 +281,10 @@ class Waiting:
             if isinstance(params, dict) and "requestId" in params:
                 self._labels.pop(id_key(params["requestId"]), None)
                 self._check()
+
+    def has(self, message: dict[str, Any]) -> bool:
+        """True if ``message`` is a request whose id a request still unanswered has."""
+        return "method" in message and "id" in message and id_key(message["id"]) in self._labels
 
     def answered(self, message: dict[str, Any]) -> str:
         if "id" in message and "method" not in message:

@@ -300,7 +300,7 @@ def test_the_mcp_host_holds_the_sdk_but_not_the_model(home):
     def maps() -> str:
         return Path(f"/proc/{host_pid}/maps").read_text()
 
-    # the SDK's validation runs here, loaded after start-up (mcp/early_calls.py)
+    # the SDK's validation runs here, loaded after start-up (mcp/plain_calls.py)
     assert wait_for(lambda: "pydantic_core" in maps(), 60)
     assert "libtorch" not in maps() and "onnxruntime" not in maps()
 

@@ -1,12 +1,13 @@
-"""The MCP host's answers before its SDK loads: byte for byte the SDK's, by revision.
+"""The MCP host's plain calls, answered without the SDK: byte for byte the SDK's, by revision.
 
 The first part runs in process with a scripted daemon (a stand-in that answers each method
 with a fixed reply, named as such): every call goes through the SDK's session and through
-the early path, and the two lines must be the same bytes. The second starts a real
+the plain path, and the two lines must be the same bytes. The second starts a real
 daemon cold and drives a relayed ``serve``: its first call is answered before the SDK
-has loaded, and the SDK serves the session after.
+has loaded; the SDK then serves what the plain path leaves to it, and plain calls are
+still answered without it, by the revision the client negotiates last.
 
-Covers: client/mcp/early_calls.py client/mcp/host.py client/mcp/session.py
+Covers: client/mcp/plain_calls.py client/mcp/host.py client/mcp/session.py
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.mcp.conftest import INIT_PARAMS, RawServe, short_tmp, stop_daemon_in, wait_for
-from trusty_memory.client.mcp.early_calls import EarlyCalls, SdkLoader, early_answer, plain_call
+from trusty_memory.client.mcp.plain_calls import PlainCalls, SdkLoader, plain_answer, plain_call
 from trusty_memory.client.mcp.session import FrontEnd, SdkSession, build_server
 from trusty_memory.client.mcp.stdio import HANDSHAKE_PROTOCOL_VERSIONS, dump_line
 from trusty_memory.common.protocol import ErrorCode, TrustyError
@@ -85,7 +86,7 @@ async def _both(version: str, params: dict[str, Any], rid: int) -> tuple[bytes, 
     front = FrontEnd(None, log, client=ScriptedDaemon(REPLIES))
     message = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
     assert plain_call(message)
-    early = dump_line(await early_answer(front, message, version))
+    plain = dump_line(await plain_answer(front, message, version))
 
     got: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     session = SdkSession(build_server(front, "0"), got.put_nowait, log)
@@ -98,7 +99,7 @@ async def _both(version: str, params: dict[str, Any], rid: int) -> tuple[bytes, 
     await session.close_input()
     running.cancel()
     await asyncio.gather(running, return_exceptions=True)
-    return early, sdk
+    return plain, sdk
 
 
 class _QuietLog:
@@ -107,14 +108,14 @@ class _QuietLog:
 
 
 @pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
-def test_early_answers_are_the_sdks_byte_for_byte(version):
+def test_plain_answers_are_the_sdks_byte_for_byte(version):
     """Success, a tool's own failure, an unknown tool, a daemon error, a broken reply,
     unknown arguments: the same line either way, in every revision we negotiate."""
 
     async def go() -> None:
         for rid, params in enumerate(CALLS, start=1):
-            early, sdk = await _both(version, params, rid)
-            assert early == sdk, params
+            plain, sdk = await _both(version, params, rid)
+            assert plain == sdk, params
 
     asyncio.run(go())
 
@@ -132,8 +133,8 @@ def test_string_ids_and_unicode_match_too():
     async def go() -> None:
         for version in ("2024-11-05", "2025-11-25"):
             for rid, params in cases:
-                early, sdk = await _both(version, params, rid)  # type: ignore[arg-type]
-                assert early == sdk, (rid, params)
+                plain, sdk = await _both(version, params, rid)  # type: ignore[arg-type]
+                assert plain == sdk, (rid, params)
 
     asyncio.run(go())
 
@@ -160,24 +161,24 @@ def test_string_ids_and_unicode_match_too():
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": None},
     ],
 )  # fmt: skip
-def test_anything_unusual_waits_for_the_sdk(message):
+def test_anything_unusual_goes_to_the_sdk(message):
     assert not plain_call(message)
 
 
-def test_a_session_not_yet_initialised_waits_for_the_sdk():
+def test_a_session_not_yet_initialised_goes_to_the_sdk():
     async def go() -> None:
         sent: list[dict[str, Any]] = []
         front = FrontEnd(None, _QuietLog(), client=ScriptedDaemon(REPLIES))
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": LIST}
         hello = {"palace": None, "initialize": None, "initialized": False, "handshake_id": "hs"}
         loader = SdkLoader(_QuietLog())
-        early = EarlyCalls(front, hello, sent.append, loader)
-        assert not early.take(call)  # no handshake yet
+        plain = PlainCalls(front, hello, sent.append, loader)
+        assert not plain.take(call)  # no handshake yet
         init = {"jsonrpc": "2.0", "id": "hs", "method": "initialize", "params": _init("2025-06-18")}
-        assert early.take(init)
-        assert not early.take(call)  # initialize, but not initialized
-        assert early.take({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        assert early.take(call)
+        assert plain.take(init)
+        assert not plain.take(call)  # initialize, but not initialized
+        assert plain.take({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert plain.take(call)
         await asyncio.sleep(0.05)
         assert sent and sent[0]["result"]["structuredContent"] == {"palaces": ["notes", "work"]}
         assert loader.early_answers == 1 and loader.inflight == 0
@@ -185,7 +186,33 @@ def test_a_session_not_yet_initialised_waits_for_the_sdk():
     asyncio.run(go())
 
 
-def test_a_cancelled_early_call_gets_no_answer():
+def test_a_handshake_reaches_an_open_sdk_session_too_and_a_busy_id_goes_to_it():
+    """Once the session has an SDK session, a new handshake is noted here and handed on
+    (the SDK keeps its own state), and plain calls follow the new revision; a plain call
+    whose id a request still unanswered has is the SDK's to judge."""
+
+    async def go() -> None:
+        sent: list[dict[str, Any]] = []
+        front = FrontEnd(None, _QuietLog(), client=ScriptedDaemon(REPLIES))
+        hello = {"initialize": _init("2025-06-18"), "initialized": True, "handshake_id": "hs"}
+        plain = PlainCalls(front, hello, sent.append, SdkLoader(_QuietLog()))
+        plain.sdk_open = True
+        init = {"jsonrpc": "2.0", "id": "hs", "method": "initialize", "params": _init("2024-11-05")}
+        assert not plain.take(init)
+        assert plain.version() == "2024-11-05" and not plain.initialized
+        assert not plain.take({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert plain.initialized
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": LIST}
+        assert not plain.take(call, id_in_use=True)
+        forget = {"name": "memory_forget", "arguments": {"palace": "note", "drawer_id": "d"}}
+        assert plain.take({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": forget})
+        await asyncio.sleep(0.05)
+        assert sent[0]["error"]["code"] == -32603  # 2024-11-05's way of a tool's failure
+
+    asyncio.run(go())
+
+
+def test_a_cancelled_plain_call_gets_no_answer():
     async def go() -> None:
         sent: list[dict[str, Any]] = []
 
@@ -195,20 +222,20 @@ def test_a_cancelled_early_call_gets_no_answer():
 
         front = FrontEnd(None, _QuietLog(), client=Slow({}))
         hello = {"initialize": _init("2024-11-05"), "initialized": True, "handshake_id": "hs"}
-        early = EarlyCalls(front, hello, sent.append, SdkLoader(_QuietLog()))
+        plain = PlainCalls(front, hello, sent.append, SdkLoader(_QuietLog()))
         call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": LIST}
-        assert early.take(call)
-        assert not early.take(call)  # its id is in use: left to the SDK's rules
+        assert plain.take(call)
+        assert not plain.take(call)  # its id is in use: left to the SDK's rules
         cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
-        assert early.take(cancel)
-        assert not early.take(cancel)  # not ours any more
+        assert plain.take(cancel)
+        assert not plain.take(cancel)  # not ours any more
         await asyncio.sleep(0.05)
         assert sent == []
 
     asyncio.run(go())
 
 
-def test_the_sdk_loads_after_start_up_once_no_early_call_is_in_flight():
+def test_the_sdk_loads_after_start_up_once_no_plain_call_is_in_flight():
     async def go() -> None:
         loader = SdkLoader(_QuietLog())
         loader.inflight = 1  # a cold start's first call, still being answered
@@ -244,7 +271,7 @@ def test_answers_keep_their_json_text():
         front = FrontEnd(None, _QuietLog(), client=ScriptedDaemon(REPLIES))
         params = {"name": "memory_recall", "arguments": {"palace": "p", "query": "k"}}
         message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-        reply = await early_answer(front, message, "2025-11-25")
+        reply = await plain_answer(front, message, "2025-11-25")
         result = reply["result"]
         assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
         assert "🔑" in result["content"][0]["text"]
@@ -266,26 +293,34 @@ def _events(home: Path) -> list[dict[str, Any]]:
     return [e for e in events if isinstance(e, dict)]
 
 
+def _plain_answers(home: Path, sdk: bool) -> int:
+    """How many calls the plain path answered with the SDK loaded (or before)."""
+    return sum(
+        1 for e in _events(home) if e.get("event") == "plain call answered" and e.get("sdk") is sdk
+    )
+
+
 def test_a_cold_start_answers_its_first_call_before_the_sdk_loads():
     """Real daemon, host and relay, started by the call itself: the first call is
-    answered without the SDK, which loads after it; from then on the SDK serves the
-    session (a write and its recall, a tool's failure, a new handshake), and nothing more
-    is answered without it."""
+    answered without the SDK, which loads after it for a call of an unusual form; from
+    then on the SDK has the session's handshake and serves what the plain path leaves it,
+    and plain calls (a write and its recall, a tool's failure) are still answered without
+    it, by the revision of the client's new handshake."""
     home = short_tmp("tme-")
     s = RawServe(home, TRUSTY_MEMORY_LOG="debug")
     try:
         s.initialize("2025-06-18")
         created = s.tool(1, "palace_create", {"name": "early"}, timeout=120)
         assert created["result"]["structuredContent"]["status"] == "created", created
-        # a call of a form the early path leaves alone: the SDK is loaded for it at once
+        # a call of a form the plain path leaves alone: the SDK is loaded for it at once
         unusual = {"name": "palace_list", "arguments": {}, "_meta": {"client": "x"}}
         listed = s.call(7, "tools/call", unusual, timeout=60)
         assert "early" in listed["result"]["structuredContent"]["palaces"], listed
         assert wait_for(lambda: "mcp sdk loaded" in _daemon_log(home), 5), "no SDK load"
         loaded = [e for e in _events(home) if e.get("event") == "mcp sdk loaded"]
         assert loaded[0]["early_answers"] >= 1, _daemon_log(home)[-3000:]
-        early = _daemon_log(home).count("answered before the sdk loaded")
-        assert early == loaded[0]["early_answers"]
+        assert _plain_answers(home, sdk=False) == loaded[0]["early_answers"]
+        assert _plain_answers(home, sdk=True) == 0
         stored = s.tool(2, "memory_remember", {"palace": "early", "text": "tea at five"})
         assert stored["result"]["structuredContent"]["status"] == "stored", stored
         found = s.tool(3, "memory_recall", {"palace": "early", "query": "tea"})
@@ -294,9 +329,14 @@ def test_a_cold_start_answers_its_first_call_before_the_sdk_loads():
         assert typo["result"]["isError"] is True
         again = s.call(5, "initialize", {**INIT_PARAMS, "protocolVersion": "2024-11-05"})
         assert again["result"]["protocolVersion"] == "2024-11-05"
-        typo = s.tool(6, "memory_recall", {"query": "q"})
+        typo = s.tool(9, "memory_recall", {"query": "q"})  # not yet initialised: the SDK's
         assert typo["error"]["code"] == -32603, typo
-        assert _daemon_log(home).count("answered before the sdk loaded") == early
+        s.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        typo = s.tool(6, "memory_recall", {"query": "q"})
+        assert typo["error"]["code"] == -32603, typo  # 2024-11-05's way, not 2025-06-18's
+        listed = s.call(8, "tools/call", unusual)  # the SDK, with the new handshake
+        assert "early" in listed["result"]["structuredContent"]["palaces"], listed
+        assert wait_for(lambda: _plain_answers(home, sdk=True) == 4, 5), _daemon_log(home)[-3000:]
         s.close_stdin()
         assert s.wait(10) == 0
     finally:
