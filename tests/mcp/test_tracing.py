@@ -3,7 +3,7 @@ driven through the official SDK client over ``serve`` leave spans from every act
 cross, joined by the trace id the client put in ``_meta``; unset, nothing is written and
 neither the envelope nor the answers change. Real daemon, real workers, real model.
 
-Covers: common/tracing.py common/protocol.py client/mcp/relay.py
+Covers: common/tracing.py common/protocol.py client/mcp/relay.py client/mcp/plain_calls.py
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from trusty_memory.common import tracing
 # What each actor must have recorded for a traced recall (the palace is "traced").
 RECALL_STAGES = {
     "relay.in", "relay.out",  # serve's relay
-    "host.decode", "host.sdk.dispatch", "host.handler", "host.daemon.send",
-    "host.daemon.wait", "host.sdk.out", "host.encode",  # the MCP host
+    "host.decode", "host.dispatch", "host.handler", "host.daemon.send",
+    "host.daemon.wait", "host.encode",  # the MCP host (a plain call: mcp/plain_calls.py)
     "broker.route memory_recall", "broker.route embed", "broker.reply embedder",
     "broker.reply palace:traced",  # the broker, both trips
     "worker.decode", "worker.batch", "worker.embed", "worker.run memory_recall",
