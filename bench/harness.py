@@ -57,21 +57,31 @@ def running_daemon(env: dict[str, str] | None = None) -> Iterator[Config]:
     os.environ["TRUSTY_MEMORY_HOME"] = str(home)
     os.environ.update(env or {})
     config = load_config()
+    try:
+        with daemon_process(config):
+            yield config
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def daemon_process(config: Config, env: dict[str, str] | None = None) -> Iterator[None]:
+    """Start the daemon of ``config``'s home (``env``: its whole environment, or ours);
+    return once it answers, stop it after."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.broker"], stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "trusty_memory.broker"], env=env, stderr=subprocess.DEVNULL
     )
     try:
         while not ping(config, 0.5):
             if proc.poll() is not None:
                 raise RuntimeError("daemon exited at start")
             time.sleep(0.05)
-        yield config
+        yield
     finally:
         pid = daemon_pid(config)
         if pid:
             os.kill(pid, signal.SIGTERM)
         proc.wait(timeout=60)
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def fill(config: Config, palace: str, n: int, clients: int = 16) -> float:

@@ -23,8 +23,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.harness import TOPICS, fill, summary
+from bench.harness import TOPICS, daemon_process, fill, summary
 
 PALACE = "ab"
 TOOLS = ("memory_recall", "memory_recall_deep", "memory_remember")
@@ -50,7 +48,6 @@ def build_env(home: Path, pythonpath: str) -> dict[str, str]:
 @contextlib.contextmanager
 def daemon(pythonpath: str) -> Iterator[tuple[Any, dict[str, str]]]:
     """A daemon of one build in a temp home; its config and the environment to reach it."""
-    from trusty_memory.client.autostart import daemon_pid, ping
     from trusty_memory.common.config import load_config
 
     home = Path(tempfile.mkdtemp(prefix="tmab-", dir="/tmp"))
@@ -64,20 +61,10 @@ def daemon(pythonpath: str) -> Iterator[tuple[Any, dict[str, str]]]:
             os.environ.pop("TRUSTY_MEMORY_HOME")
         else:
             os.environ["TRUSTY_MEMORY_HOME"] = saved
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trusty_memory.broker"], env=env, stderr=subprocess.DEVNULL
-    )
     try:
-        while not ping(config, 0.5):
-            if proc.poll() is not None:
-                raise RuntimeError(f"daemon ({pythonpath or 'working tree'}) exited at start")
-            time.sleep(0.05)
-        yield config, env
+        with daemon_process(config, env):
+            yield config, env
     finally:
-        pid = daemon_pid(config)
-        if pid:
-            os.kill(pid, signal.SIGTERM)
-        proc.wait(timeout=60)
         shutil.rmtree(home, ignore_errors=True)
 
 
