@@ -9,6 +9,7 @@ Covers: bench/engine.py bench/idle_palaces.py bench/mcp_stdio.py bench/dream.py 
     bench/locomo.py bench/probe_session_levers.py bench/probe_successor_mix.py bench/eng_notes.py
     bench/scale.py bench/cpu_split.py bench/tcp.py bench/extended.py bench/probe_context_bm25.py
     bench/replay.py bench/keyword_search.py bench/import_text.py bench/secret_detection.py
+    bench/serve_ab.py bench/trace_recall.py bench/harness.py
 """
 
 from __future__ import annotations
@@ -104,6 +105,29 @@ def test_mcp_stdio_bench_smoke(tmp_path):
         assert r[key]["n"] > 0 and r[key]["p50_ms"] > 0, (key, r[key])
     assert set(r["remember_per_s_by_sessions"]) == {"1", "2", "4", "8", "16"}
     assert all(rate > 0 for rate in r["remember_per_s_by_sessions"].values())
+
+
+def test_serve_ab_smoke(tmp_path):
+    """Two builds side by side (here the working tree twice): each answers every call."""
+    out = tmp_path / "ab.json"
+    run_bench("-m", "bench.serve_ab", "--a", "", "--b", "", "--drawers", "50", "--calls", "4",
+              "--warmup", "1", "--out", str(out))  # fmt: skip
+    r = json.loads(out.read_text())
+    assert set(r["tools"]) == {"memory_recall", "memory_recall_deep", "memory_remember"}
+    for tool, sides in r["tools"].items():
+        for side in ("a", "b"):
+            assert sides[side]["n"] == 4 and sides[side]["p50_ms"] > 0, (tool, sides)
+
+
+def test_trace_recall_smoke(tmp_path):
+    """A traced recall's stages from every actor, and the goal both ways."""
+    out = tmp_path / "trace.json"
+    run_bench("-m", "bench.trace_recall", "--drawers", "50", "--samples", "6", "--warmup", "2",
+              "--out", str(out))  # fmt: skip
+    r = json.loads(out.read_text())
+    stages = {row[0] for row in r["tools"]["memory_recall"]["rows"]}
+    assert {"relay.in", "host.dispatch", "embedder.forward", "worker.run TOOL"} <= stages
+    assert r["embed_alone_p50_ms"] > 0 and r["goal_alone_ms"] > r["ping_p50_ms"]
 
 
 def test_dream_bench_smoke():
