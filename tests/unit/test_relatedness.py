@@ -128,3 +128,21 @@ def test_replies_answers_and_back_references_continue(before, after):
 )
 def test_declarative_third_person_notes_stand_alone(after):
     assert not relatedness.continues("Pinned click at 8.1.7 in export-cli.", after)
+
+
+def test_readings_are_kept_by_content_hash_and_match_the_rule():
+    """Deep recall's kept readings (``Readings``): one reading per text hash, the same
+    answer as reading afresh on every pair of the dialog, a changed text read anew, and
+    the kept readings start over at their limit."""
+    kept = relatedness.Readings(limit=3)
+    for before, after in itertools.pairwise(DIALOG):
+        got = relatedness.follows(kept.of(f"h-{before}", before), kept.of(f"h-{after}", after))
+        assert got == relatedness.continues(before, after)
+    question, note = "Where does staging run now?", "Staging runs on ARM since May."
+    small = relatedness.Readings(limit=3)
+    assert small.of("h1", question).asks and not small.of("h2", note).asks
+    assert small.of("h1", note).asks  # the hash names the text: no second reading of it
+    assert not small.of("h3", note).asks  # a changed text has a new hash: read afresh
+    small.of("h4", question)  # the fourth: the kept readings start over with it
+    assert small.of("h4", note).asks  # kept
+    assert not small.of("h1", note).asks  # dropped at the start-over: read afresh

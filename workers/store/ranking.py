@@ -228,11 +228,12 @@ def feedback_terms(
 
 class Palace(Protocol):
     """What deep recall reads of a palace (``state.PalaceState``): its SQLite file, settings,
-    vector index, size, and the term counts it keeps."""
+    vector index, size, and the term counts and drawers' readings it keeps."""
 
     db: sqlite_utils.Database
     settings: PalaceSettings
     term_counts: TermCounts
+    readings: relatedness.Readings
 
     @property
     def index(self) -> VectorIndex: ...
@@ -515,24 +516,24 @@ def episodes(palace: Palace, labels: set[int]) -> Callable[[int, int], bool]:
     for the others (``smooth_episodes``), and a deep recall's ~200 candidates have few
     such pairs."""
     wanted = sorted(x for x in labels if x - 1 in labels or x + 1 in labels)
-    where: dict[int, tuple[str, float | None, str]] = {
-        label: (room, seconds, content)
-        for label, room, seconds, content in palace.db.conn.execute(
-            "SELECT label, room, julianday(created_at) * 86400.0, content FROM drawers"
-            " WHERE label IN (SELECT value FROM json_each(?))",
+    where: dict[int, tuple[str, float | None, str, str]] = {
+        label: (room, seconds, content, content_hash)
+        for label, room, seconds, content, content_hash in palace.db.conn.execute(
+            "SELECT label, room, julianday(created_at) * 86400.0, content, content_hash"
+            " FROM drawers WHERE label IN (SELECT value FROM json_each(?))",
             (json.dumps(wanted),),
         )
     }
 
     def same_episode(a: int, b: int) -> bool:
-        ra, ta, ca = where.get(a, ("", None, ""))
-        rb, tb, cb = where.get(b, ("", None, ""))
+        ra, ta, ca, ha = where.get(a, ("", None, "", ""))
+        rb, tb, cb, hb = where.get(b, ("", None, "", ""))
         if ta is None or tb is None or ra != rb or abs(ta - tb) > EPISODE_WINDOW_S:
             return False
         if not EPISODES_CONTINUE:
             return True
-        before, after = (ca, cb) if a < b else (cb, ca)
-        return relatedness.continues(before, after)
+        first, second = palace.readings.of(ha, ca), palace.readings.of(hb, cb)
+        return relatedness.follows(first, second) if a < b else relatedness.follows(second, first)
 
     return same_episode
 

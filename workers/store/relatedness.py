@@ -48,6 +48,7 @@ asked about together, it is their meaning and words mixed into a note's own that
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 # Person deixis and mood: a conversation's turns speak as or to someone, ask and exclaim.
 # A word on its own (not part of "read-your-writes" or "I/O"); "I" only as a capital, so
@@ -126,6 +127,47 @@ def points_back(text: str) -> bool:
     return False
 
 
+class Reading(NamedTuple):
+    """What :func:`continues` reads of one text."""
+
+    conversational: bool
+    asks: bool
+    points_back: bool
+
+
+def reading(text: str) -> Reading:
+    return Reading(conversational(text), asks(text), points_back(text))
+
+
+def follows(before: Reading, after: Reading) -> bool:
+    """The rule of :func:`continues`, on two texts' readings."""
+    return after.conversational or before.asks or after.points_back
+
+
 def continues(before: str, after: str) -> bool:
     """``after`` replies to or continues ``before`` (the module doc says how it is read)."""
-    return conversational(after) or asks(before) or points_back(after)
+    return follows(reading(before), reading(after))
+
+
+READINGS_KEPT = 50_000  # drawers' readings a palace process keeps (about 8 MB at most)
+
+
+class Readings:
+    """Drawers' readings by content hash, kept across deep recalls. Why: a deep recall
+    smooths over the episode neighbours among its ~200 candidates, the same drawers come
+    back query after query, and a reading is a dozen regular expressions over a text: read
+    afresh each time it was 60% of a deep recall on a 200-drawer palace. A hash names one
+    text, so a drawer whose text changes (a new label and hash) is read again; the kept
+    readings start over when :data:`READINGS_KEPT` are held."""
+
+    def __init__(self, limit: int = READINGS_KEPT) -> None:
+        self.limit = limit
+        self._by_hash: dict[str, Reading] = {}
+
+    def of(self, content_hash: str, text: str) -> Reading:
+        found = self._by_hash.get(content_hash)
+        if found is None:
+            if len(self._by_hash) >= self.limit:
+                self._by_hash.clear()
+            found = self._by_hash[content_hash] = reading(text)
+        return found

@@ -45,7 +45,7 @@ from trusty_memory.common.bounds import limits
 from trusty_memory.common.config import PalaceSettings
 from trusty_memory.common.logs import get_logger
 from trusty_memory.common.palace_dir import DB_FILE
-from trusty_memory.workers.store import ranking
+from trusty_memory.workers.store import ranking, relatedness
 from trusty_memory.workers.store.index import VectorIndex
 from trusty_memory.workers.store.schema import storage_error
 
@@ -115,6 +115,7 @@ class PalaceState:
         self._labels: set[int] = set()
         self._pending_hits: Counter[int] = Counter()
         self.term_counts = ranking.TermCounts(self)  # deep recall's, per FTS term
+        self.readings = relatedness.Readings()  # deep recall's episodes, per drawer text
         self._last_seq = 0  # newest seq in the change log (and in the filters)
         self._applied_seq = 0  # newest seq the index reflects
         self._snapshot_seq = 0  # seq of the newest snapshot on disk
