@@ -134,7 +134,7 @@ class FrontEnd:
 @dataclass(frozen=True)
 class ToolAnswer:
     """How a ``tools/call`` is answered, before any SDK type: the handler the SDK runs and
-    the host's answers while the SDK loads (``mcp/plain_calls.py``) both shape this, so
+    the host's plain calls (``mcp/plain_calls.py``) both shape this, so
     what a tool says and how its failure reads are decided once.
 
     ``structured``: the tool's result (sent as ``structuredContent`` and as ``text``, its
