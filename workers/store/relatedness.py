@@ -139,14 +139,34 @@ def reading(text: str) -> Reading:
     return Reading(conversational(text), asks(text), points_back(text))
 
 
-def follows(before: Reading, after: Reading) -> bool:
+class _Unread:
+    """A text's reading taken test by test as :func:`follows` asks: a single pair (the
+    writer's decision at each remember) runs only the tests its answer needs."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @property
+    def conversational(self) -> bool:
+        return conversational(self.text)
+
+    @property
+    def asks(self) -> bool:
+        return asks(self.text)
+
+    @property
+    def points_back(self) -> bool:
+        return points_back(self.text)
+
+
+def follows(before: Reading | _Unread, after: Reading | _Unread) -> bool:
     """The rule of :func:`continues`, on two texts' readings."""
     return after.conversational or before.asks or after.points_back
 
 
 def continues(before: str, after: str) -> bool:
     """``after`` replies to or continues ``before`` (the module doc says how it is read)."""
-    return follows(reading(before), reading(after))
+    return follows(_Unread(before), _Unread(after))
 
 
 READINGS_KEPT = 50_000  # drawers' readings a palace process keeps (about 8 MB at most)
